@@ -1,0 +1,13 @@
+"""asgard-dagster: ephemeral op outputs in a self-tuning Apache Cassandra.
+
+What a Dagster user imports: IO managers (Cassandra, and the Redis, S3 and local baselines),
+the Cassandra resource, and the purge sensor.
+"""
+from .cassandra import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
+from .io_manager import StoreIOManager
+from .local import LocalIOManager
+
+__all__ = [
+    "CassandraIOManager", "CassandraResource", "LocalIOManager", "StoreIOManager",
+    "make_purge_on_success_sensor",
+]

@@ -1,0 +1,57 @@
+"""``CassandraIOManager``: op outputs in Cassandra, run-scoped, chunked, with TTL."""
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field
+
+from resources.stores.cassandra import CassandraObjectStore
+
+from ..io_manager import StoreIOManager
+
+
+class CassandraIOManager(StoreIOManager):
+    """Stores each op output (or asset) in Cassandra.
+
+    Outputs of a run share one partition (``scope = 'run/<run_id>'``), so ``purge_run`` is one
+    delete; every row carries a TTL. Values are pickled (protocol 5), cut into chunks below
+    Cassandra's mutation limit, written with a bounded window of requests, and committed by a
+    manifest written last, so a reader never sees a partial output.
+
+    Example::
+
+        from dagster import Definitions, EnvVar, job, op
+        from asgard_dagster import CassandraIOManager
+
+        @op
+        def make(): return list(range(10))
+
+        @op
+        def total(xs): return sum(xs)
+
+        @job
+        def pipeline(): total(make())
+
+        defs = Definitions(jobs=[pipeline], resources={"io_manager": CassandraIOManager()})
+        # a remote cluster: CassandraIOManager(contact_points=["cass1", "cass2"], replication_factor=2,
+        #                                      username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"))
+    """
+
+    contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first (the local node by default).")
+    port: int = Field(default=9042, description="CQL native transport port.")
+    keyspace: str = Field(default="asgard", description="Keyspace of the objects table (created if missing).")
+    table: str = Field(default="objects", description="Table holding manifests and chunks (created if missing).")
+    replication_factor: int = Field(default=1, description="SimpleStrategy replication factor used when creating the keyspace.")
+    consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes.")
+    username: Optional[str] = Field(default=None, description="User for PasswordAuthenticator; pass EnvVar('...').")
+    password: Optional[str] = Field(default=None, description="Password for PasswordAuthenticator; pass EnvVar('...').")
+    connect_timeout: float = Field(default=5.0, description="Seconds to wait for the cluster before failing with 'unreachable'.")
+    request_timeout: float = Field(default=30.0, description="Seconds per chunk request.")
+
+    def open_store(self, **store_kwargs) -> CassandraObjectStore:
+        return CassandraObjectStore(
+            contact_points=list(self.contact_points), port=self.port, keyspace=self.keyspace, table=self.table,
+            replication_factor=self.replication_factor, consistency=self.consistency, username=self.username,
+            password=self.password, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+            **store_kwargs,
+        )

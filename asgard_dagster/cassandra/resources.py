@@ -1,0 +1,50 @@
+"""``CassandraResource``: a connection to the Cassandra cluster that holds op outputs."""
+from __future__ import annotations
+
+from typing import Optional
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from resources.stores.cassandra import CassandraObjectStore
+
+
+class CassandraResource(ConfigurableResource):
+    """Connection settings for a Cassandra cluster; the defaults reach the local node that
+    ``asgard cassandra up`` starts.
+
+    Example::
+
+        from dagster import Definitions, EnvVar
+        from asgard_dagster import CassandraResource
+
+        defs = Definitions(resources={"cassandra": CassandraResource(
+            contact_points=["10.0.0.5", "10.0.0.6"], replication_factor=2,
+            username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"))})
+    """
+
+    contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first.")
+    port: int = Field(default=9042, description="CQL native transport port.")
+    keyspace: str = Field(default="asgard", description="Keyspace of the objects table (created if missing).")
+    table: str = Field(default="objects", description="Table holding manifests and chunks (created if missing).")
+    replication_factor: int = Field(default=1, description="SimpleStrategy replication factor used when creating the keyspace.")
+    consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes (ONE, LOCAL_QUORUM, QUORUM, ALL, ...).")
+    username: Optional[str] = Field(default=None, description="User for PasswordAuthenticator; pass EnvVar('...'), never a literal.")
+    password: Optional[str] = Field(default=None, description="Password for PasswordAuthenticator; pass EnvVar('...'), never a literal.")
+    connect_timeout: float = Field(default=5.0, description="Seconds to wait for the cluster before failing with 'unreachable'.")
+    request_timeout: float = Field(default=30.0, description="Seconds per read or write request.")
+
+    def connection_kwargs(self) -> dict:
+        return dict(
+            contact_points=list(self.contact_points), port=self.port, keyspace=self.keyspace, table=self.table,
+            replication_factor=self.replication_factor, consistency=self.consistency, username=self.username,
+            password=self.password, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+        )
+
+    def get_store(self, **store_kwargs) -> CassandraObjectStore:
+        """A :class:`CassandraObjectStore` on this connection (``ttl_seconds``, ``codec``, ... as keywords)."""
+        return CassandraObjectStore(**self.connection_kwargs(), **store_kwargs)
+
+    def purge_run(self, run_id: str) -> None:
+        """Delete every stored output of one run: a single partition delete."""
+        self.get_store().purge_scope(f"run/{run_id}")

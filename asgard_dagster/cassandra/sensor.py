@@ -1,0 +1,32 @@
+"""A run-status sensor that purges a run's stored outputs once it has succeeded."""
+from __future__ import annotations
+
+from dagster import DagsterRunStatus, RunStatusSensorContext, SkipReason, run_status_sensor
+
+from ..io_manager import StoreIOManager
+
+
+def make_purge_on_success_sensor(io_manager: StoreIOManager, name: str = "asgard_purge_succeeded_runs", **kwargs):
+    """Purge a run's outputs when it succeeds, and those of the runs it re-executed (their
+    outputs were only kept for that re-execution). Failed runs keep theirs for
+    're-execute from failure' until the TTL ends them.
+
+    Example::
+
+        defs = Definitions(jobs=[...], resources={"io_manager": CassandraIOManager()},
+                           sensors=[make_purge_on_success_sensor(CassandraIOManager())])
+    """
+
+    @run_status_sensor(run_status=DagsterRunStatus.SUCCESS, name=name, monitor_all_code_locations=False, **kwargs)
+    def purge_succeeded_run(context: RunStatusSensorContext):
+        run = context.dagster_run
+        purged = []
+        for run_id in dict.fromkeys([run.run_id, run.parent_run_id, run.root_run_id]):
+            if run_id:
+                io_manager.purge_run(run_id)
+                purged.append(run_id)
+        context.log.info(f"purged stored outputs of runs {purged}")
+        if not purged:
+            return SkipReason("nothing to purge")
+
+    return purge_succeeded_run

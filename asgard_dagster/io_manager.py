@@ -1,0 +1,137 @@
+"""What every Asgard IO manager shares: the Dagster key layout, output/input metadata, and
+turning store errors into messages that name the step to re-execute.
+
+Key layout (one :class:`~resources.stores.ObjectKey` per output):
+
+* op output: scope ``run/<run_id>``, path ``<step_key>/<output_name>[/<mapping_key>]``
+  (Dagster's ``context.get_identifier()``; the run is the purge unit);
+* asset: scope ``asset/<key/parts>``, path ``<partition_key>`` or ``__unpartitioned__``.
+
+A backend's IO manager subclasses :class:`StoreIOManager` and implements ``open_store``.
+"""
+from __future__ import annotations
+
+import abc
+import threading
+from typing import Any
+
+from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
+from pydantic import Field
+
+from resources.stores import ObjectKey, ObjectMissingError, ObjectStore
+
+MiB = 1024 * 1024
+
+_store_cache: dict[tuple, ObjectStore] = {}
+_store_cache_lock = threading.Lock()
+
+
+def key_for_output(context: OutputContext) -> ObjectKey:
+    if context.has_asset_key:
+        partition = context.partition_key if context.has_partition_key else None
+        return ObjectKey.for_asset(context.asset_key.path, partition)
+    run_id, *rest = context.get_identifier()
+    return ObjectKey.for_run(run_id, *rest)
+
+
+def keys_for_input(context: InputContext) -> dict[str | None, ObjectKey]:
+    """``{partition: key}`` for an asset input (several for a partition range), else ``{None: key}``."""
+    if context.has_asset_key:
+        if context.has_asset_partitions:
+            partitions = context.asset_partition_keys
+            return {p: ObjectKey.for_asset(context.asset_key.path, p) for p in partitions}
+        return {None: ObjectKey.for_asset(context.asset_key.path)}
+    return {None: key_for_output(context.upstream_output)}
+
+
+class StoreIOManager(ConfigurableIOManager, abc.ABC):
+    """Stores each output in an :class:`~resources.stores.ObjectStore`: chunked, checksummed,
+    committed by a manifest written last, with a TTL."""
+
+    ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        description="Lifetime of stored outputs in seconds (ephemeral data); 0 keeps them until purged. "
+        "Keep it longer than you may wait before 're-execute from failure', which reads the parent run's outputs.",
+    )
+    codec: str = Field(default="none", description="Chunk compression: 'none', 'lz4' or 'zstd'.")
+    serializer: str = Field(default="pickle5", description="Value serializer (pickle protocol 5, out-of-band buffers).")
+    max_object_bytes: int = Field(
+        default=2 << 30, description="Largest serialized output accepted; a larger one fails before anything is written."
+    )
+    chunk_size_bytes: int = Field(default=0, description="Bytes per chunk; 0 uses the backend's default.")
+    concurrency: int = Field(default=8, description="Chunk requests in flight per output (backpressure window).")
+
+    @abc.abstractmethod
+    def open_store(self, **store_kwargs) -> ObjectStore:
+        """A store of this backend with the given common options."""
+
+    # --- store, cached per process and configuration ---------------------------------------
+    def store(self) -> ObjectStore:
+        config = tuple(sorted((k, repr(v)) for k, v in self._convert_to_config_dictionary().items()))
+        key = (type(self).__name__, config)
+        with _store_cache_lock:
+            store = _store_cache.get(key)
+            if store is None:
+                kwargs = dict(
+                    ttl_seconds=self.ttl_seconds, codec=self.codec, serializer=self.serializer,
+                    max_object_bytes=self.max_object_bytes, concurrency=self.concurrency,
+                )
+                if self.chunk_size_bytes:
+                    kwargs["chunk_size"] = self.chunk_size_bytes
+                store = _store_cache[key] = self.open_store(**kwargs)
+        return store
+
+    def purge_run(self, run_id: str) -> None:
+        """Delete every output of one run (and nothing of any other run)."""
+        self.store().purge_scope(f"run/{run_id}")
+
+    # --- Dagster IOManager ------------------------------------------------------------------
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
+        store = self.store()
+        result = store.put(key_for_output(context), obj)
+        m = result.manifest
+        context.add_output_metadata({
+            "dagster/uri": MetadataValue.text(result.uri),
+            "backend": store.backend,
+            "bytes": MetadataValue.int(m.size),
+            "stored_bytes": MetadataValue.int(m.stored_bytes),
+            "chunks": MetadataValue.int(m.chunks),
+            "checksum": m.checksum,
+            "codec": m.codec,
+            "python_type": m.python_type,
+            "write_seconds": MetadataValue.float(round(result.seconds, 6)),
+            "write_mb_s": MetadataValue.float(round(m.size / MiB / max(result.seconds, 1e-9), 2)),
+        })
+
+    def load_input(self, context: InputContext) -> Any:
+        store = self.store()
+        keys = keys_for_input(context)
+        values, total_bytes, total_seconds = {}, 0, 0.0
+        for partition, key in keys.items():
+            try:
+                value, result = store.get(key)
+            except ObjectMissingError as exc:
+                raise ObjectMissingError(
+                    exc.uri, exc.ttl_seconds, f"Re-execute the step that produces it ({_producer(context)})."
+                ) from None
+            values[partition] = value
+            total_bytes += result.manifest.size
+            total_seconds += result.seconds
+        context.add_input_metadata({
+            "backend": store.backend,
+            "bytes": MetadataValue.int(total_bytes),
+            "read_seconds": MetadataValue.float(round(total_seconds, 6)),
+            "read_mb_s": MetadataValue.float(round(total_bytes / MiB / max(total_seconds, 1e-9), 2)),
+        })
+        if list(keys) == [None]:
+            return values[None]
+        if len(keys) == 1 and context.has_asset_partitions and len(context.asset_partition_keys) == 1:
+            return next(iter(values.values()))
+        return values
+
+
+def _producer(context: InputContext) -> str:
+    if context.has_asset_key:
+        return f"asset {context.asset_key.to_user_string()}"
+    up = context.upstream_output
+    return f"step '{up.step_key}' output '{up.name}' of run {up.run_id}"

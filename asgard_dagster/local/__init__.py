@@ -1,0 +1,3 @@
+from .io_manager import LocalIOManager
+
+__all__ = ["LocalIOManager"]

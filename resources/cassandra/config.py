@@ -1,0 +1,99 @@
+"""Render ``cassandra.yaml`` from the project's defaults plus knob overrides.
+
+Only what differs from Cassandra's built-in defaults (``Config.java``) is written, plus the
+per-instance addresses and directories, so the tuner's overrides are the whole story of a
+configuration. Defaults here favour a fast-starting, local, ephemeral-data node.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def token_for(index: int, nodes: int) -> str:
+    """Evenly spaced Murmur3 token for instance ``index`` (1-based) of ``nodes``."""
+    return str(-(2**63) + (index - 1) * (2**64 // nodes))
+
+
+def base_config(
+    directory: Path,
+    address: str,
+    seeds: list[str],
+    index: int = 1,
+    nodes: int = 1,
+    native_port: int = 9042,
+    storage_port: int = 7000,
+    cluster_name: str = "asgard",
+    authenticate: bool = False,
+) -> dict[str, Any]:
+    return {
+        "cluster_name": cluster_name,
+        # one token per node, precomputed: no token allocation work or randomness at start
+        "num_tokens": 1,
+        "initial_token": token_for(index, nodes),
+        "auto_bootstrap": False,  # nodes of a fresh local ring have no data to stream
+        "partitioner": "org.apache.cassandra.dht.Murmur3Partitioner",
+        "endpoint_snitch": "SimpleSnitch",
+        "seed_provider": [
+            {
+                "class_name": "org.apache.cassandra.locator.SimpleSeedProvider",
+                "parameters": [{"seeds": ",".join(f"{s}:{storage_port}" for s in seeds)}],
+            }
+        ],
+        "listen_address": address,
+        "rpc_address": address,
+        "storage_port": storage_port,
+        "native_transport_port": native_port,
+        "start_native_transport": True,
+        "data_file_directories": [str(directory / "data")],
+        "commitlog_directory": str(directory / "commitlog"),
+        "hints_directory": str(directory / "hints"),
+        "saved_caches_directory": str(directory / "saved_caches"),
+        "cdc_raw_directory": str(directory / "cdc_raw"),
+        "commitlog_sync": "periodic",
+        "commitlog_sync_period": "10000ms",
+        "authenticator": "PasswordAuthenticator" if authenticate else "AllowAllAuthenticator",
+        "authorizer": "CassandraAuthorizer" if authenticate else "AllowAllAuthorizer",
+        "role_manager": "CassandraRoleManager",
+        # ephemeral objects are chunked well below this; keep Cassandra's 16 MiB frame limit
+        "native_transport_max_frame_size": "16MiB",
+        "concurrent_compactors": 2,
+    }
+
+
+def render_config(base: dict[str, Any], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``base`` updated by ``overrides``; ``None`` values remove a key (back to Cassandra's default)."""
+    config = dict(base)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return config
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=True))
+    return path
+
+
+LOGBACK_XML = """<configuration scan="false">
+  <appender name="FILE" class="ch.qos.logback.core.rolling.RollingFileAppender">
+    <file>${cassandra.logdir}/system.log</file>
+    <rollingPolicy class="ch.qos.logback.core.rolling.SizeAndTimeBasedRollingPolicy">
+      <fileNamePattern>${cassandra.logdir}/system.log.%d{yyyy-MM-dd}.%i.zip</fileNamePattern>
+      <maxFileSize>20MB</maxFileSize><maxHistory>3</maxHistory><totalSizeCap>100MB</totalSizeCap>
+    </rollingPolicy>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <filter class="ch.qos.logback.classic.filter.ThresholdFilter"><level>WARN</level></filter>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/><appender-ref ref="STDOUT"/></root>
+  <logger name="org.apache.cassandra" level="INFO"/>
+</configuration>
+"""

@@ -1,0 +1,180 @@
+"""The one place that starts a server process.
+
+Every server the project runs (Cassandra nodes, Redis, MinIO) is a :class:`ManagedServer`:
+it is started detached (it outlives the CLI that started it), tracked by a pid file in its
+own run directory, logged to a file there, and probed until it answers. ``start`` and
+``stop`` are idempotent.
+"""
+from __future__ import annotations
+
+import abc
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from .numa import numactl_prefix
+
+
+class ServerError(RuntimeError):
+    """A managed server failed to start, answer or stop."""
+
+
+class ManagedServer(abc.ABC):
+    #: seconds ``start`` waits for :meth:`is_ready`
+    start_timeout: float = 120.0
+
+    def __init__(self, name: str, workdir: Path, numa_node: int | None = None):
+        self.name = name
+        self.workdir = Path(workdir)
+        self.numa_node = numa_node
+
+    # --- what a concrete server says -------------------------------------------------
+    @abc.abstractmethod
+    def command(self) -> list[str]:
+        """The argv that runs the server in the foreground."""
+
+    @abc.abstractmethod
+    def is_ready(self) -> bool:
+        """True when the server answers clients."""
+
+    def prepare(self) -> None:
+        """Install binaries and write config files before a start."""
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    @property
+    def endpoint(self) -> str:
+        return ""
+
+    # --- lifecycle -------------------------------------------------------------------
+    @property
+    def pid_file(self) -> Path:
+        return self.workdir / "server.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "server.log"
+
+    def pid(self) -> int | None:
+        """The live server's pid, or None (a stale pid file is ignored)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.NoSuchProcess:
+            return None
+        return pid
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    def start(self, timeout: float | None = None) -> float:
+        """Start (or find running) and wait until ready; returns seconds spent."""
+        t0 = time.monotonic()
+        if self.is_running():
+            self.wait_ready(timeout)
+            return time.monotonic() - t0
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.prepare()
+        argv = numactl_prefix(self.numa_node) + self.command()
+        with open(self.log_file, "ab") as log:
+            log.write(f"\n=== start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,  # outlives the CLI and is not hit by its Ctrl-C
+            )
+        self.pid_file.write_text(str(proc.pid))
+        self.wait_ready(timeout, proc)
+        return time.monotonic() - t0
+
+    def wait_ready(self, timeout: float | None = None, proc: subprocess.Popen | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.start_timeout)
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise ServerError(
+                    f"{self.name} exited with code {proc.returncode} while starting; "
+                    f"last lines of {self.log_file}:\n{self.tail_log()}"
+                )
+            if self.is_ready():
+                return
+            time.sleep(0.25)
+        raise ServerError(
+            f"{self.name} did not answer within {timeout or self.start_timeout:.0f}s; "
+            f"last lines of {self.log_file}:\n{self.tail_log()}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); False if it was not running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        proc = psutil.Process(pid)
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            proc.terminate()
+        try:
+            proc.wait(timeout)
+        except psutil.TimeoutExpired:
+            os.killpg(pid, signal.SIGKILL)
+            proc.wait(10)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def restart(self, timeout: float | None = None) -> float:
+        t0 = time.monotonic()
+        self.stop()
+        self.start(timeout)
+        return time.monotonic() - t0
+
+    def status(self) -> dict:
+        pid = self.pid()
+        return {
+            "name": self.name,
+            "running": pid is not None,
+            "ready": pid is not None and self.is_ready(),
+            "pid": pid,
+            "endpoint": self.endpoint,
+            "workdir": str(self.workdir),
+            "log": str(self.log_file),
+        }
+
+    def tail_log(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def cpu_seconds(self) -> float:
+        """User+system CPU seconds used by the server process so far (for cost reports)."""
+        pid = self.pid()
+        if pid is None:
+            return 0.0
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,21 @@
+"""One object-store interface (:class:`ObjectStore`) and its backends.
+
+Backends are imported lazily by :func:`open_store` so a Redis user need not have the
+Cassandra driver loaded, and so on.
+"""
+from .base import GetResult, Manifest, ObjectKey, ObjectStore, PutResult
+from .errors import (
+    ChecksumMismatchError,
+    ObjectMissingError,
+    ObjectTooLargeError,
+    SerializationError,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailableError,
+)
+
+__all__ = [
+    "ObjectKey", "ObjectStore", "Manifest", "PutResult", "GetResult", "StoreError", "StoreConfigError",
+    "StoreUnavailableError", "ObjectMissingError", "ChecksumMismatchError", "ObjectTooLargeError",
+    "SerializationError",
+]

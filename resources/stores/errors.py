@@ -1,0 +1,58 @@
+"""Typed errors of the object stores: each says what was wrong and what to do."""
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every object-store error."""
+
+
+class StoreConfigError(StoreError, ValueError):
+    """A store was configured with values it cannot use."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The storage server cannot be reached."""
+
+    def __init__(self, backend: str, where: str, hint: str, cause: BaseException | None = None):
+        self.backend, self.where, self.hint = backend, where, hint
+        detail = f": {type(cause).__name__}: {cause}" if cause else ""
+        super().__init__(f"{backend} is unreachable at {where}{detail}. {hint}")
+
+
+class ObjectMissingError(StoreError, KeyError):
+    """No complete object is stored under the key: never written, purged, or expired."""
+
+    def __init__(self, uri: str, ttl_seconds: int | None = None, hint: str = ""):
+        self.uri, self.ttl_seconds = uri, ttl_seconds
+        ttl = f", or expired after its TTL of {ttl_seconds}s" if ttl_seconds else ""
+        msg = f"No stored object at {uri}: it was never written, was purged{ttl}."
+        super().__init__(msg + (f" {hint}" if hint else ""))
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.args[0]
+
+
+class ChecksumMismatchError(StoreError):
+    """A stored chunk does not match the checksum its manifest recorded."""
+
+    def __init__(self, uri: str, chunk: int, expected: int, actual: int):
+        self.uri, self.chunk = uri, chunk
+        super().__init__(
+            f"Chunk {chunk} of {uri} is corrupt (crc32 {actual:08x}, manifest says {expected:08x}). "
+            "The stored copy cannot be trusted: re-execute the step that produced it."
+        )
+
+
+class ObjectTooLargeError(StoreError, ValueError):
+    """An object is larger than the store's configured maximum."""
+
+    def __init__(self, uri: str, size: int, limit: int):
+        self.uri, self.size, self.limit = uri, size, limit
+        super().__init__(
+            f"Object for {uri} is {size:,} bytes serialized, over the configured maximum of "
+            f"{limit:,} bytes. Raise max_object_bytes, or split the output (e.g. DynamicOutput)."
+        )
+
+
+class SerializationError(StoreError, TypeError):
+    """A value cannot be serialized, or stored bytes cannot be deserialized."""

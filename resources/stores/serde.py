@@ -1,0 +1,134 @@
+"""The one serializer layer: values to frames of bytes, and chunk codecs.
+
+A serializer turns a value into *frames*: a small header plus zero-copy views of the value's
+large buffers (pickle protocol 5 out-of-band buffers), so a 256 MiB array is never copied
+into one big ``bytes`` on its way to the store. A codec compresses chunk by chunk.
+"""
+from __future__ import annotations
+
+import abc
+import pickle
+from typing import Any
+
+from .errors import SerializationError, StoreConfigError
+
+
+class Serializer(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def dumps(self, obj: Any) -> list[memoryview]:
+        """Frames whose concatenation, split back by their lengths, ``loads`` accepts."""
+
+    @abc.abstractmethod
+    def loads(self, frames: list[memoryview]) -> Any:
+        ...
+
+
+class PickleSerializer(Serializer):
+    """Pickle protocol 5 with out-of-band buffers (numpy, pandas, bytes-like stay zero-copy)."""
+
+    name = "pickle5"
+
+    def __init__(self, protocol: int = 5):
+        self.protocol = protocol
+
+    def dumps(self, obj: Any) -> list[memoryview]:
+        buffers: list[memoryview] = []
+
+        def keep_out_of_band(buf: pickle.PickleBuffer) -> bool:
+            try:
+                buffers.append(buf.raw())
+            except BufferError:  # non-contiguous: let pickle copy it in-band
+                return True
+            return False
+
+        try:
+            header = pickle.dumps(obj, protocol=self.protocol, buffer_callback=keep_out_of_band)
+        except Exception as exc:  # pickle raises many types: PicklingError, TypeError, AttributeError
+            raise SerializationError(
+                f"Cannot pickle a value of type {type(obj).__module__}.{type(obj).__qualname__}: "
+                f"{type(exc).__name__}: {exc}. Return picklable data (plain data, numpy, pandas) "
+                "from the op, or configure another serializer."
+            ) from exc
+        return [memoryview(header)] + buffers
+
+    def loads(self, frames: list[memoryview]) -> Any:
+        try:
+            return pickle.loads(frames[0], buffers=frames[1:])
+        except Exception as exc:
+            raise SerializationError(
+                f"Cannot unpickle the stored value: {type(exc).__name__}: {exc}. Was it written "
+                "by a different version of the code that defines its classes?"
+            ) from exc
+
+
+class Codec(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def compress(self, data: memoryview) -> bytes | memoryview:
+        ...
+
+    @abc.abstractmethod
+    def decompress(self, data: bytes, size: int) -> bytes:
+        """``size`` is the uncompressed length."""
+
+
+class NoCodec(Codec):
+    name = "none"
+
+    def compress(self, data):
+        return data
+
+    def decompress(self, data, size):
+        return data
+
+
+class Lz4Codec(Codec):
+    name = "lz4"
+
+    def compress(self, data):
+        import lz4.block
+
+        return lz4.block.compress(data, store_size=False)
+
+    def decompress(self, data, size):
+        import lz4.block
+
+        return lz4.block.decompress(data, uncompressed_size=size)
+
+
+class ZstdCodec(Codec):
+    name = "zstd"
+
+    def __init__(self, level: int = 3):
+        self.level = level
+
+    def compress(self, data):
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=self.level).compress(data)
+
+    def decompress(self, data, size):
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+
+
+SERIALIZERS: dict[str, type[Serializer]] = {PickleSerializer.name: PickleSerializer}
+CODECS: dict[str, type[Codec]] = {c.name: c for c in (NoCodec, Lz4Codec, ZstdCodec)}
+
+
+def get_serializer(name: str) -> Serializer:
+    try:
+        return SERIALIZERS[name]()
+    except KeyError:
+        raise StoreConfigError(f"Unknown serializer {name!r}; known: {sorted(SERIALIZERS)}") from None
+
+
+def get_codec(name: str | None) -> Codec:
+    try:
+        return CODECS[name or "none"]()
+    except KeyError:
+        raise StoreConfigError(f"Unknown codec {name!r}; known: {sorted(CODECS)}") from None

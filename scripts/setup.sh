@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# All set-up on a fresh machine, idempotent: system packages, the Python environment in
+# .venv, the Cassandra jars and the MinIO binary. Later runs reuse what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export ASGARD_HOME=${ASGARD_HOME:-$ROOT/.asgard}
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c   # github.com/minio/minio, pinned
+say() { printf '\n== %s\n' "$*"; }
+
+need_apt=()
+command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need_apt+=(maven)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v numactl >/dev/null || need_apt+=(numactl)
+command -v ffmpeg >/dev/null || true
+if [ ${#need_apt[@]} -gt 0 ]; then
+  say "apt-get install ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Debian's package starts a system redis on 6379; the project runs its own
+  (command -v systemctl >/dev/null && $SUDO systemctl disable --now redis-server 2>/dev/null) || \
+    $SUDO service redis-server stop 2>/dev/null || true
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  say "python venv in .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.asgard-installed
+if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+  say "pip install -e .[all] (first time: several minutes, torch is large)"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".[all]"
+  touch "$stamp"
+fi
+
+say "Cassandra jars (mvn, once)"
+.venv/bin/python -c "from resources.cassandra import install; print(install())"
+
+if [ ! -x "$ASGARD_HOME/cache/minio/$MINIO_VERSION/minio" ]; then
+  say "MinIO $MINIO_VERSION (go install, about 4 minutes the first time)"
+  mkdir -p "$ASGARD_HOME/cache/minio/$MINIO_VERSION"
+  GOBIN="$ASGARD_HOME/cache/minio/$MINIO_VERSION" go install "github.com/minio/minio@$MINIO_VERSION"
+fi
+say "set-up done"

