@@ -1,26 +1,38 @@
 """Several Cassandra instances on one machine as one ring (instance i on 127.0.0.i).
 
 On a multi-socket server each instance is pinned to one NUMA node (seed 002); here, with one
-node, they share it. Instance 1 is the seed.
+node, they share it. The first instance is the seed of every member.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
+import yaml
+
 from ..numa import numa_nodes
+from ..paths import run_dir
 from .node import CassandraNode
 
 
 class CassandraCluster:
-    def __init__(self, nodes: int = 1, heap: str | None = None, pin_numa: bool | None = None):
+    """Instances ``first_index .. first_index + nodes - 1`` as one ring.
+
+    Example::
+
+        ring = CassandraCluster(nodes=2, first_index=3, heap="1G")  # 127.0.0.3 and 127.0.0.4
+        ring.start()
+        ring.rolling_restart({"concurrent_writes": 64})
+    """
+
+    def __init__(self, nodes: int = 1, heap: str | None = None, pin_numa: bool | None = None, first_index: int = 1):
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         numa = numa_nodes()
         # pin only where there is more than one NUMA node to spread over
         pin = (len(numa) > 1) if pin_numa is None else pin_numa
+        seed = f"127.0.0.{first_index}"
         self.nodes = [
-            CassandraNode(index=i + 1, nodes=nodes, heap=heap,
+            CassandraNode(index=first_index + i, nodes=nodes, heap=heap, seed=seed, ring_position=i + 1,
                           numa_node=numa[i % len(numa)].node_id if pin else None)
             for i in range(nodes)
         ]
@@ -34,6 +46,7 @@ class CassandraCluster:
             node.stop()
 
     def rolling_restart(self, overrides: dict[str, Any] | None = None) -> dict[str, float]:
+        """Restart one node at a time (the others keep serving at RF >= 2)."""
         times = {}
         for node in self.nodes:
             if overrides is not None:
@@ -47,3 +60,13 @@ class CassandraCluster:
 
     def status(self) -> list[dict]:
         return [n.status() for n in self.nodes]
+
+
+def local_cluster(nodes: int | None = None) -> CassandraCluster:
+    """The cluster ``asgard cassandra up`` manages; its size is remembered between commands."""
+    state = run_dir("cassandra") / "cluster.yaml"
+    if nodes is None:
+        nodes = (yaml.safe_load(state.read_text()) or {}).get("nodes", 1) if state.exists() else 1
+    else:
+        state.write_text(yaml.safe_dump({"nodes": nodes}))
+    return CassandraCluster(nodes=nodes)

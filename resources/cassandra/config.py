@@ -13,7 +13,9 @@ import yaml
 
 
 def token_for(index: int, nodes: int) -> str:
-    """Evenly spaced Murmur3 token for instance ``index`` (1-based) of ``nodes``."""
+    """Evenly spaced Murmur3 token for ring position ``index`` (1-based) of ``nodes``."""
+    if not 1 <= index <= nodes:
+        raise ValueError(f"ring position {index} is outside 1..{nodes}")
     return str(-(2**63) + (index - 1) * (2**64 // nodes))
 
 

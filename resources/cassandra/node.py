@@ -91,6 +91,8 @@ class CassandraNode(ManagedServer):
         native_port: int = 9042,
         workdir: Path | None = None,
         authenticate: bool = False,
+        seed: str | None = None,
+        ring_position: int = 1,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
@@ -101,6 +103,10 @@ class CassandraNode(ManagedServer):
         self.native_port = native_port
         self.jmx_port = JMX_BASE_PORT + index - 1
         self.authenticate = authenticate
+        # a standalone node seeds itself, so it never joins another local ring by accident;
+        # CassandraCluster passes instance 1 as the seed of every member
+        self.seed = seed or self.address
+        self.ring_position = ring_position  # 1..nodes within its ring: picks the token
 
     # --- configuration ----------------------------------------------------------------
     @property
@@ -126,7 +132,7 @@ class CassandraNode(ManagedServer):
 
     def config(self) -> dict[str, Any]:
         base = base_config(
-            self.workdir, self.address, seeds=["127.0.0.1"], index=self.index, nodes=self.nodes,
+            self.workdir, self.address, seeds=[self.seed], index=self.ring_position, nodes=self.nodes,
             native_port=self.native_port, authenticate=self.authenticate,
         )
         return render_config(base, self.overrides())

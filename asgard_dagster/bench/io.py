@@ -1,0 +1,157 @@
+"""``asgard bench io``: store throughput and memory, every backend in one run.
+
+Throughput: write and read MB/s of 1, 16 and 64 MiB numpy arrays (best of ``repeat``), and
+ops/s of 10 KiB objects (write + read). Backends are interleaved size by size so that machine
+drift hits all alike. Memory: in a fresh subprocess per measurement, the peak resident memory
+(``ru_maxrss``) added while writing, and while reading back, a 256 MiB array, as a multiple
+of the object size beyond the object itself.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+
+from resources.stores import ObjectKey
+from resources.stores.registry import open_store
+
+MiB = 1024 * 1024
+SMALL_BYTES = 10 * 1024
+
+
+def _throughput(store, size_mib: int, repeat: int) -> tuple[float, float]:
+    data = np.random.default_rng(size_mib).integers(0, 255, size_mib * MiB, dtype=np.uint8)
+    key = ObjectKey.for_run(f"bench-{uuid.uuid4().hex[:8]}", "io", f"{size_mib}mib")
+    best_w = best_r = 0.0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        store.put(key, data)
+        t1 = time.perf_counter()
+        back, _ = store.get(key)
+        t2 = time.perf_counter()
+        assert back.nbytes == data.nbytes
+        best_w = max(best_w, size_mib / (t1 - t0))
+        best_r = max(best_r, size_mib / (t2 - t1))
+    store.purge_scope(key.scope)
+    return best_w, best_r
+
+
+def _small_ops(store, count: int) -> float:
+    payload = np.random.default_rng(0).bytes(SMALL_BYTES)
+    scope = f"bench-{uuid.uuid4().hex[:8]}"
+    keys = [ObjectKey.for_run(scope, "small", str(i)) for i in range(count)]
+    t0 = time.perf_counter()
+    for key in keys:
+        store.put(key, payload)
+    for key in keys:
+        store.get(key)
+    seconds = time.perf_counter() - t0
+    store.purge_scope(f"run/{scope}")
+    return 2 * count / seconds
+
+
+_MEMORY_PROBE = r"""
+import gc, json, resource, sys, numpy as np
+from resources.stores import ObjectKey
+from resources.stores.registry import open_store
+backend, mode, size_mib, scope = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+store = open_store(backend)
+key = ObjectKey.for_run(scope, "memory", "array")
+store.put(ObjectKey.for_run(scope, "memory", "warmup"), b"x" * 1024)  # connect, prepare
+store.get(ObjectKey.for_run(scope, "memory", "warmup"))
+size = size_mib * 1024 * 1024
+if mode == "write":
+    arr = np.ones(size // 8, dtype=np.float64)  # touched: resident before the baseline
+    gc.collect(); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    store.put(key, arr)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    extra = peak - base
+else:
+    gc.collect(); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    arr, _ = store.get(key)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    extra = peak - base - arr.nbytes
+print(json.dumps({"extra_bytes": extra, "object_bytes": size}))
+"""
+
+
+def _memory(backend: str, size_mib: int) -> tuple[float, float]:
+    scope = f"bench-mem-{uuid.uuid4().hex[:8]}"
+    ratios = []
+    for mode in ("write", "read"):
+        out = subprocess.run(
+            [sys.executable, "-c", _MEMORY_PROBE, backend, mode, str(size_mib), scope],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        ratios.append(max(0, result["extra_bytes"]) / result["object_bytes"])
+    open_store(backend).purge_scope(f"run/{scope}")
+    return ratios[0], ratios[1]
+
+
+def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 2000, repeat: int = 3,
+                 memory_mib: int = 256, progress: bool = True) -> list[dict]:
+    from rich.progress import Progress
+
+    stores = {b: open_store(b) for b in backends}
+    for store in stores.values():
+        store.ping()
+    rows: list[dict] = []
+    steps = len(backends) * (len(sizes_mib) + 1 + (1 if memory_mib else 0))
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task("bench io", total=steps)
+        for size in sizes_mib:
+            for backend, store in stores.items():  # interleaved: drift hits every backend alike
+                bar.update(task, description=f"{backend} {size} MiB")
+                w, r = _throughput(store, size, repeat)
+                rows.append({"backend": backend, "object_bytes": size * MiB, "write_mb_s": round(w, 1),
+                             "read_mb_s": round(r, 1), "ops_s": None})
+                bar.advance(task)
+        for backend, store in stores.items():
+            bar.update(task, description=f"{backend} 10 KiB ops")
+            rows.append({"backend": backend, "object_bytes": SMALL_BYTES, "write_mb_s": None, "read_mb_s": None,
+                         "ops_s": round(_small_ops(store, small_ops), 1)})
+            bar.advance(task)
+        if memory_mib:
+            for backend in backends:
+                bar.update(task, description=f"{backend} memory {memory_mib} MiB")
+                w, r = _memory(backend, memory_mib)
+                rows.append({"backend": backend, "object_bytes": memory_mib * MiB, "write_mb_s": None,
+                             "read_mb_s": None, "ops_s": None,
+                             "write_extra_memory_x": round(w, 3), "read_extra_memory_x": round(r, 3)})
+                bar.advance(task)
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def fmt(v, suffix="", digits=1):
+        return "-" if v is None else f"{v:,.{digits}f}{suffix}"
+
+    peers = {}
+    for row in rows:
+        if row.get("write_mb_s") is not None:
+            peers.setdefault(row["object_bytes"], {})[row["backend"]] = row
+    table = Table(title="asgard bench io (best of repeats; ratios against local files in the same run)")
+    for col in ("backend", "object", "write MB/s", "read MB/s", "ops/s (10 KiB)", "write vs local", "read vs local",
+                "extra mem write", "extra mem read"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        size = row["object_bytes"]
+        local = peers.get(size, {}).get("local")
+        ratio_w = ratio_r = "-"
+        if local and row.get("write_mb_s") is not None and row["backend"] != "local":
+            ratio_w = f"{row['write_mb_s'] / local['write_mb_s']:.2f}x"
+            ratio_r = f"{row['read_mb_s'] / local['read_mb_s']:.2f}x"
+        label = f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"
+        table.add_row(row["backend"], label, fmt(row.get("write_mb_s")), fmt(row.get("read_mb_s")),
+                      fmt(row.get("ops_s")), ratio_w, ratio_r,
+                      fmt(row.get("write_extra_memory_x"), "x", 2) if "write_extra_memory_x" in row else "-",
+                      fmt(row.get("read_extra_memory_x"), "x", 2) if "read_extra_memory_x" in row else "-")
+    Console(width=max(140, Console().width)).print(table)

@@ -1,0 +1,212 @@
+"""The ``asgard`` command line: run the servers, benchmarks and the tuner.
+
+    asgard cassandra up [--nodes N] [--set knob=value ...]   install on first use, start, wait for CQL
+    asgard cassandra status | down | restart [--set knob=value]
+    asgard redis|minio up | down | status                     the baseline servers
+    asgard stores up | down | status                          all three at once
+    asgard bench io [--json]                                  store throughput and memory
+    asgard tune ...                                           the tuner (calibrate, rank, fit, evaluate, recommend)
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import yaml
+
+
+def _parse_sets(pairs: tuple[str, ...]) -> dict:
+    overrides = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"{pair!r} is not knob=value (e.g. concurrent_writes=64)", param_hint="--set")
+        name, value = pair.split("=", 1)
+        overrides[name.strip()] = yaml.safe_load(value)  # 64 -> int, true -> bool, 512MiB -> str
+    return overrides
+
+
+def _print_status(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    for row in rows:
+        state = "ready" if row.get("ready") else ("running" if row.get("running") else "stopped")
+        extra = f" overrides={row['overrides']}" if row.get("overrides") else ""
+        click.echo(f"{row['name']:<14} {state:<8} {row.get('endpoint', ''):<18} pid={row.get('pid')} log={row['log']}{extra}")
+
+
+@click.group()
+def main():
+    """asgard-dagster: ephemeral Dagster op outputs in a self-tuning Apache Cassandra."""
+
+
+# --- Cassandra ---------------------------------------------------------------------------
+@main.group()
+def cassandra():
+    """The embedded Cassandra (one instance per NUMA node on big servers)."""
+
+
+def _cluster(nodes: int | None):
+    from resources.cassandra.cluster import local_cluster
+
+    return local_cluster(nodes)
+
+
+@cassandra.command("up")
+@click.option("--nodes", type=int, default=None, help="Instances on 127.0.0.1..N (default: as before, or 1).")
+@click.option("--set", "sets", multiple=True, help="cassandra.yaml override knob=value, kept for later starts.")
+def cassandra_up(nodes, sets):
+    """Install (first use), start and wait until CQL answers. Idempotent."""
+    cluster = _cluster(nodes)
+    if sets:
+        for node in cluster.nodes:
+            node.set_overrides(_parse_sets(sets))
+    for name, seconds in cluster.start().items():
+        click.echo(f"{name} ready in {seconds:.1f}s")
+    _print_status(cluster.status(), False)
+
+
+@cassandra.command("down")
+def cassandra_down():
+    """Stop every local instance (drain first). Idempotent."""
+    cluster = _cluster(None)
+    cluster.stop()
+    _print_status(cluster.status(), False)
+
+
+@cassandra.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def cassandra_status(as_json):
+    _print_status(_cluster(None).status(), as_json)
+
+
+@cassandra.command("restart")
+@click.option("--set", "sets", multiple=True, help="cassandra.yaml override knob=value to apply.")
+@click.option("--reset", is_flag=True, help="Drop all overrides (back to the project's defaults).")
+def cassandra_restart(sets, reset):
+    """Rolling restart, optionally with changed knobs."""
+    cluster = _cluster(None)
+    if reset:
+        for node in cluster.nodes:
+            node.set_overrides({}, replace=True)
+    overrides = _parse_sets(sets) if sets else None
+    for name, seconds in cluster.rolling_restart(overrides).items():
+        click.echo(f"{name} restarted in {seconds:.1f}s")
+    _print_status(cluster.status(), False)
+
+
+# --- baseline servers --------------------------------------------------------------------
+def _baseline(kind: str):
+    if kind == "redis":
+        from resources.redis import RedisServer
+
+        return RedisServer()
+    from resources.minio import MinioServer
+
+    return MinioServer()
+
+
+def _server_group(kind: str):
+    @main.group(name=kind, help=f"The local {kind} server used as a baseline.")
+    def group():
+        pass
+
+    @group.command("up")
+    def up():
+        server = _baseline(kind)
+        click.echo(f"{server.name} ready in {server.start():.1f}s")
+        _print_status([server.status()], False)
+
+    @group.command("down")
+    def down():
+        server = _baseline(kind)
+        server.stop()
+        _print_status([server.status()], False)
+
+    @group.command("status")
+    @click.option("--json", "as_json", is_flag=True)
+    def status(as_json):
+        _print_status([_baseline(kind).status()], as_json)
+
+    return group
+
+
+_server_group("redis")
+_server_group("minio")
+
+
+@main.group()
+def stores():
+    """Cassandra, Redis and MinIO together."""
+
+
+@stores.command("up")
+def stores_up():
+    cluster = _cluster(None)
+    cluster.start()
+    servers = [_baseline("redis"), _baseline("minio")]
+    for server in servers:
+        server.start()
+    _print_status(cluster.status() + [s.status() for s in servers], False)
+
+
+@stores.command("down")
+def stores_down():
+    _cluster(None).stop()
+    for kind in ("redis", "minio"):
+        _baseline(kind).stop()
+    click.echo("stopped")
+
+
+@stores.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def stores_status(as_json):
+    _print_status(_cluster(None).status() + [_baseline(k).status() for k in ("redis", "minio")], as_json)
+
+
+# --- benchmarks --------------------------------------------------------------------------
+@main.group()
+def bench():
+    """Benchmarks that print tables (ratios against peers measured in the same run)."""
+
+
+@bench.command("io")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON instead of a table.")
+@click.option("--backends", default="cassandra,local", show_default=True, help="Comma-separated backends.")
+@click.option("--sizes-mib", default="1,16,64", show_default=True, help="Object sizes for the MB/s rows.")
+@click.option("--small-ops", default=2000, show_default=True, help="10 KiB objects per ops/s measurement.")
+@click.option("--repeat", default=3, show_default=True, help="Repetitions per size (best is reported).")
+@click.option("--memory-mib", default=256, show_default=True, help="Array size for the memory measurement (0 skips).")
+def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib):
+    """Write/read MB/s per object size, ops/s for 10 KiB objects, and peak extra memory."""
+    from .bench.io import print_table, run_io_bench
+
+    rows = run_io_bench(
+        backends=[b.strip() for b in backends.split(",") if b.strip()],
+        sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
+        small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json,
+    )
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        print_table(rows)
+
+
+def _mount_optional(module: str, attr: str) -> None:
+    """Attach a command group from another package, if it is installed here."""
+    import importlib
+
+    try:
+        group = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:  # a missing dependency inside it is a real error
+            raise
+        return
+    main.add_command(group)
+
+
+_mount_optional("tuner.cli", "tune")
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""``RedisResource``: a connection to the Redis server that holds op outputs."""
+from __future__ import annotations
+
+from typing import Optional
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from resources.stores.redis import RedisObjectStore
+
+
+class RedisResource(ConfigurableResource):
+    """Connection settings for a Redis server; the defaults reach the local one that
+    ``asgard redis up`` starts (127.0.0.1:6380).
+
+    Example::
+
+        from dagster import Definitions, EnvVar
+        from asgard_dagster.redis import RedisResource
+
+        defs = Definitions(resources={"redis": RedisResource(password=EnvVar("ASGARD_REDIS_PASSWORD"))})
+        # in an op: redis.get_store(ttl_seconds=3600).put(key, value); redis.client().dbsize()
+    """
+
+    host: str = Field(default="127.0.0.1", description="Redis host.")
+    port: int = Field(default=6380, description="Redis port.")
+    db: int = Field(default=0, description="Redis logical database number.")
+    username: Optional[str] = Field(default=None, description="ACL user name, if the server uses ACLs.")
+    password: Optional[str] = Field(default=None, description="Redis password; pass EnvVar('...'), never a literal.")
+    key_prefix: str = Field(default="asgard", description="First field of every key written through this resource.")
+    connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
+    socket_timeout: float = Field(default=60.0, description="Seconds per request.")
+
+    def connection_kwargs(self) -> dict:
+        return dict(host=self.host, port=self.port, db=self.db, username=self.username, password=self.password,
+                    key_prefix=self.key_prefix, connect_timeout=self.connect_timeout, socket_timeout=self.socket_timeout)
+
+    def get_store(self, **store_kwargs) -> RedisObjectStore:
+        """A :class:`RedisObjectStore` on this connection (``ttl_seconds``, ``codec``, ... as keywords)."""
+        return RedisObjectStore(**self.connection_kwargs(), **store_kwargs)
+
+    def client(self):
+        """A redis-py client on the store's per-process connection pool."""
+        return self.get_store().client
+
+    def purge_run(self, run_id: str) -> None:
+        """Delete every stored output of one run (the keys its index SET lists)."""
+        self.get_store().purge_scope(f"run/{run_id}")

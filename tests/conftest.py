@@ -1,0 +1,43 @@
+"""Shared fixtures: the real servers the test command starts (scripts/test.sh).
+
+A fixture starts its server if it is not running (idempotent) and fails if it cannot: a
+test never skips for a missing service.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from resources.cassandra import CassandraNode
+
+TEST_KEYSPACE = "asgard_test"
+
+
+@pytest.fixture(scope="session")
+def cassandra_node() -> CassandraNode:
+    node = CassandraNode()  # 127.0.0.1:9042, the node `asgard cassandra up` runs
+    node.start()
+    return node
+
+
+@pytest.fixture
+def cassandra_store(cassandra_node):
+    from resources.stores.cassandra import CassandraObjectStore
+
+    return CassandraObjectStore(keyspace=TEST_KEYSPACE)
+
+
+@pytest.fixture
+def run_id() -> str:
+    return str(uuid.uuid4())
+
+
+@pytest.fixture
+def dagster_instance(tmp_path):
+    from dagster import DagsterInstance
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with DagsterInstance.local_temp(tempdir=str(home)) as instance:
+        yield instance

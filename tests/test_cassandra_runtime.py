@@ -1,0 +1,90 @@
+"""The Cassandra runtime: config rendering, restart with a changed knob, nodetool, a
+stopped server's error, and two instances on 127.0.0.3/.4 as one ring."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from asgard_dagster import CassandraIOManager
+from resources.cassandra import CassandraCluster, CassandraNode
+from resources.cassandra.config import base_config, render_config, token_for
+from resources.numa import numa_nodes, numactl_prefix
+from resources.stores import ObjectKey, StoreUnavailableError
+
+
+def test_render_config_applies_overrides_and_removals(tmp_path):
+    base = base_config(tmp_path, "127.0.0.2", seeds=["127.0.0.1"], index=2, nodes=2)
+    config = render_config(base, {"concurrent_writes": 64, "concurrent_compactors": None})
+    assert config["concurrent_writes"] == 64 and "concurrent_compactors" not in config
+    assert config["listen_address"] == config["rpc_address"] == "127.0.0.2"
+    assert config["data_file_directories"] == [str(tmp_path / "data")]
+    assert config["initial_token"] == token_for(2, 2) == "0"
+    assert config["seed_provider"][0]["parameters"][0]["seeds"] == "127.0.0.1:7000"
+
+
+def test_numa_topology_and_pinning():
+    nodes = numa_nodes()
+    assert nodes and all(n.cpus for n in nodes)
+    assert numactl_prefix(None) == []
+    prefix = numactl_prefix(nodes[0].node_id)
+    assert prefix == [] or prefix[1:] == [f"--cpunodebind={nodes[0].node_id}", f"--membind={nodes[0].node_id}"]
+    with pytest.raises(ValueError, match="does not exist"):
+        numactl_prefix(999)
+
+
+@pytest.fixture(scope="module")
+def node2():
+    node = CassandraNode(index=2, heap="1G")
+    node.set_overrides({}, replace=True)
+    node.start()
+    yield node
+    node.stop()
+
+
+def test_restart_with_changed_knob_is_read_back(node2):
+    before = node2.settings(["concurrent_writes", "memtable_flush_writers"])
+    target = 48 if before["concurrent_writes"] != "48" else 40
+    seconds = node2.restart_with({"concurrent_writes": target, "memtable_flush_writers": 3})
+    after = node2.settings(["concurrent_writes", "memtable_flush_writers"])
+    assert after == {"concurrent_writes": str(target), "memtable_flush_writers": "3"}
+    assert seconds > 0
+    rendered = yaml.safe_load((node2.conf_dir / "cassandra.yaml").read_text())
+    assert rendered["concurrent_writes"] == target
+
+
+def test_nodetool_over_jmx(node2):
+    out = node2.nodetool("info")
+    assert "Native Transport active: true" in out
+    node2.nodetool("setcompactionthroughput", "32")
+    assert "32" in node2.nodetool("getcompactionthroughput")
+
+
+def test_stopped_server_gives_unreachable_error(node2):
+    io = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down", connect_timeout=2.0)
+    io.store().put(ObjectKey.for_run("r", "s", "o"), 1)  # reachable while up
+    node2.stop()
+    try:
+        fresh = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down2", connect_timeout=2.0)
+        with pytest.raises(StoreUnavailableError, match=r"Cassandra is unreachable at 127.0.0.2:9042.*asgard cassandra up"):
+            fresh.store().put(ObjectKey.for_run("r", "s", "o"), 1)
+    finally:
+        node2.start()
+
+
+def test_two_instances_form_one_ring_with_replication():
+    ring = CassandraCluster(nodes=2, first_index=3, heap="1G")
+    try:
+        ring.start()
+        status = ring.nodes[0].nodetool("status")
+        assert status.count("UN  127.0.0.") == 2, status
+        from resources.stores.cassandra import CassandraObjectStore
+
+        store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_rf2",
+                                     replication_factor=2, consistency="ALL")
+        key = ObjectKey.for_run("ring", "step", "out")
+        store.put(key, list(range(10_000)))
+        assert store.get(key)[0] == list(range(10_000))
+        owns = ring.nodes[0].nodetool("status", "asgard_rf2")
+        assert owns.count("100.0%") == 2, owns  # each instance holds a full replica
+    finally:
+        ring.stop()
