@@ -9,7 +9,7 @@ CORE = [
     f"dagster-aws=={DAGSTER_LIBS}",
     "cassandra-driver==3.30.1",
     "boto3>=1.34",
-    "redis>=5.0",
+    "redis[hiredis]>=5.0",
     "psutil>=5.9",
     "numpy>=1.26",
     "pandas>=2.1",

@@ -6,8 +6,11 @@ the Cassandra resource, and the purge sensor.
 from .cassandra import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
 from .io_manager import StoreIOManager
 from .local import LocalIOManager
+from .redis import RedisIOManager, RedisResource
+from .s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
 
 __all__ = [
     "CassandraIOManager", "CassandraResource", "LocalIOManager", "StoreIOManager",
-    "make_purge_on_success_sensor",
+    "make_purge_on_success_sensor", "RedisIOManager", "RedisResource", "S3IOManager", "S3StoreResource",
+    "stock_s3_pickle_io_manager",
 ]

@@ -5,7 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 export ASGARD_HOME=${ASGARD_HOME:-$ROOT/.asgard}
-MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c   # github.com/minio/minio, pinned
 say() { printf '\n== %s\n' "$*"; }
 
 need_apt=()
@@ -39,9 +38,6 @@ fi
 say "Cassandra jars (mvn, once)"
 .venv/bin/python -c "from resources.cassandra import install; print(install())"
 
-if [ ! -x "$ASGARD_HOME/cache/minio/$MINIO_VERSION/minio" ]; then
-  say "MinIO $MINIO_VERSION (go install, about 4 minutes the first time)"
-  mkdir -p "$ASGARD_HOME/cache/minio/$MINIO_VERSION"
-  GOBIN="$ASGARD_HOME/cache/minio/$MINIO_VERSION" go install "github.com/minio/minio@$MINIO_VERSION"
-fi
+say "MinIO (go install once, about 4 minutes the first time)"
+.venv/bin/python -c "from resources.minio import install_minio; print(install_minio(quiet=False))"
 say "set-up done"

@@ -66,7 +66,7 @@ def test_round_trip_dataframe(io_manager, run_id):
 
 def test_exact_key_layout_for_op_outputs_and_mapping_keys(io_manager, run_id):
     store = io_manager.store()
-    value = np.arange(3 * MiB // 8 + 5, dtype=np.float64)  # just over 3 chunks of 1 MiB
+    value = np.arange(3 * store.chunk_size // 8 + 5, dtype=np.float64)  # just over 3 chunks
     round_trip(io_manager, run_id, value, step="split", name="chunks", mapping_key="part_7")
     round_trip(io_manager, run_id, "small", step="report", name="result")
     manifest = store.read_manifest(ObjectKey(f"run/{run_id}", "split/chunks/part_7"))
@@ -121,7 +121,7 @@ def test_purge_run_removes_one_run_and_nothing_of_another(io_manager, run_id):
     other = run_id[::-1]
     for rid in (run_id, other):
         for step in ("a", "b"):
-            round_trip(io_manager, rid, np.arange(MiB // 4), step=step)  # 2 MiB: 3 chunks + manifest
+            round_trip(io_manager, rid, np.arange(io_manager.store().chunk_size // 4), step=step)  # 3 chunks + manifest
     store = io_manager.store()
     assert len(rows_of_scope(store, f"run/{run_id}")) == 8
     io_manager.purge_run(run_id)

@@ -3,7 +3,7 @@
 Throughput: write and read MB/s of 1, 16 and 64 MiB numpy arrays (best of ``repeat``), and
 ops/s of 10 KiB objects (write + read). Backends are interleaved size by size so that machine
 drift hits all alike. Memory: in a fresh subprocess per measurement, the peak resident memory
-(``ru_maxrss``) added while writing, and while reading back, a 256 MiB array, as a multiple
+(``VmHWM``, reset just before) added while writing, and while reading back, a 256 MiB array, as a multiple
 of the object size beyond the object itself.
 """
 from __future__ import annotations
@@ -55,9 +55,19 @@ def _small_ops(store, count: int) -> float:
 
 
 _MEMORY_PROBE = r"""
-import gc, json, resource, sys, numpy as np
+import gc, json, sys, numpy as np
 from resources.stores import ObjectKey
 from resources.stores.registry import open_store
+
+def rss(field):  # this process's own counters (ru_maxrss would include the parent's pages)
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+def reset_peak():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM (peak RSS) to the current RSS
+
 backend, mode, size_mib, scope = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 store = open_store(backend)
 key = ObjectKey.for_run(scope, "memory", "array")
@@ -66,15 +76,13 @@ store.get(ObjectKey.for_run(scope, "memory", "warmup"))
 size = size_mib * 1024 * 1024
 if mode == "write":
     arr = np.ones(size // 8, dtype=np.float64)  # touched: resident before the baseline
-    gc.collect(); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    gc.collect(); reset_peak(); base = rss("VmRSS")
     store.put(key, arr)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    extra = peak - base
+    extra = rss("VmHWM") - base
 else:
-    gc.collect(); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    gc.collect(); reset_peak(); base = rss("VmRSS")
     arr, _ = store.get(key)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    extra = peak - base - arr.nbytes
+    extra = rss("VmHWM") - base - arr.nbytes
 print(json.dumps({"extra_bytes": extra, "object_bytes": size}))
 """
 

@@ -42,7 +42,9 @@ class RedisIOManager(StoreIOManager):
     db: int = Field(default=0, description="Redis logical database number.")
     username: Optional[str] = Field(default=None, description="ACL user name, if the server uses ACLs.")
     password: Optional[str] = Field(
-        default=None, description="Redis password (requirepass); pass EnvVar('ASGARD_REDIS_PASSWORD'), never a literal."
+        default=None,
+        description="Redis password (requirepass); pass EnvVar('...'), never a literal. None: for a local host, "
+        "ASGARD_REDIS_PASSWORD if set (the password of `asgard redis up`), else no password."
     )
     key_prefix: str = Field(default="asgard", description="First field of every key this IO manager writes.")
     connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")

@@ -112,7 +112,9 @@ class CassandraObjectStore(ObjectStore):
         request_timeout: float = 30.0,
         **kwargs,
     ):
-        kwargs.setdefault("chunk_size", 1 * MiB)
+        # 512 KiB x 8 in flight: near-best throughput here while the driver's buffers stay
+        # under 0.25x of the object (asgard bench io measures both)
+        kwargs.setdefault("chunk_size", MiB // 2)
         super().__init__(**kwargs)
         for name, value in (("keyspace", keyspace), ("table", table)):
             if not value.replace("_", "").isalnum() or not value[0].isalpha():

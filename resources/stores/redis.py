@@ -22,8 +22,14 @@ and its glob would need escaping of ``*?[]`` in scopes and paths, whereas the in
 purge cost proportional to the run's own keys. Its price is one ``SADD`` + ``EXPIRE`` per
 key, sent in the same pipeline as the ``SET`` (no extra round trip); its TTL is set when it is
 created and lengthened (``EXPIRE NX`` then ``EXPIRE GT``, Redis 7) on every write, so it outlives
-every key it lists (a store with ``ttl_seconds=0`` makes it persistent). A key that expired is simply a no-op ``UNLINK``.
-Deletes use ``UNLINK`` (the memory of 4 MiB values is freed off Redis's main thread).
+every key it lists (a store with ``ttl_seconds=0`` makes it persistent). A listed key that has
+already expired is a no-op ``UNLINK``. Deletes use ``UNLINK`` (4 MiB values are freed off
+Redis's main thread). The per-process connection pool (:func:`connection_pool`) is shared by
+every store on the same server.
+
+Reads are bound by redis-py's pure-Python reply parser (several copies per bulk reply);
+installing ``hiredis`` (``redis[hiredis]``) makes redis-py parse in C, measured 1.4-1.9x
+faster for 4 MiB GETs here.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from .errors import StoreConfigError, StoreError, StoreUnavailableError
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
               "or point host/port at your Redis.")
 MANIFEST = "manifest"
+PASSWORD_ENV = "ASGARD_REDIS_PASSWORD"  # requirepass of the local server (resources.redis.RedisServer)
 _VERSION_CHUNK = re.compile(r"[0-9a-f]{32}:\d+")
 
 _pools: dict[tuple, Any] = {}
@@ -73,7 +80,8 @@ class RedisObjectStore(ObjectStore):
 
     Args:
         host, port, db: the Redis server (the local one of ``asgard redis up`` by default).
-        username, password: ACL user / ``requirepass`` (``None``: none).
+        username, password: ACL user / ``requirepass``; ``None`` with a local host reads
+            ``ASGARD_REDIS_PASSWORD`` (the local server's ``requirepass``), else no password.
         key_prefix: first field of every key; stores with different prefixes never meet.
         connect_timeout, socket_timeout: seconds; a server that does not answer in time is
             reported as unreachable.
@@ -103,6 +111,8 @@ class RedisObjectStore(ObjectStore):
             raise StoreConfigError(f"key_prefix {key_prefix!r} must be non-empty without ':', '#' or whitespace")
         if db < 0:
             raise StoreConfigError(f"db must be >= 0, got {db}")
+        if password is None and host in ("127.0.0.1", "localhost", "::1"):
+            password = os.environ.get(PASSWORD_ENV) or None  # the local server's requirepass, if set
         self.host, self.port, self.db = host, port, db
         self.username, self.password = username, password
         self.key_prefix = key_prefix

@@ -11,7 +11,10 @@ boto3 client (thread-safe; its HTTP pool is sized to the concurrency). One objec
 rather than one multipart upload per version: the same number of PUT/GET requests, but no
 CreateMultipartUpload / CompleteMultipartUpload round trips (MinIO assembles the parts at
 Complete), no 5 MiB minimum part size imposed on ``chunk_size``, and a chunk's CRC in the
-manifest covers exactly one object, which readers fetch in parallel by name. A single PUT is
+manifest covers exactly one object, which readers fetch in parallel by name. Measured on the
+local MinIO (64 MiB, 8 threads, raw boto3, median of 7 interleaved runs): per-chunk PUTs
+165 MB/s against 109 (8 MiB parts) and 149 MB/s (16 MiB parts) for multipart; reads within
+noise of each other (700-970 MB/s, GET by part number vs GET by name). A single PUT is
 atomic in S3, so the manifest PUT is the commit point; the previous version's chunks are
 removed after it with one ``DeleteObjects`` per 1000 keys.
 

@@ -1,0 +1,36 @@
+"""Backend name -> the IO manager bound to ``io_manager``: the one table the jobs, the
+benchmarks and the tests use to run the same pipeline on every store.
+
+* ``cassandra``: :class:`~asgard_dagster.CassandraIOManager` on the local node
+* ``redis``: :class:`~asgard_dagster.RedisIOManager` on the local Redis
+* ``s3``: :class:`~asgard_dagster.S3IOManager` on the local MinIO
+* ``s3_stock``: dagster-aws's own ``S3PickleIOManager`` on the same MinIO (the stock peer)
+* ``local``: :class:`~asgard_dagster.LocalIOManager` (our store mechanism on files)
+* ``fs_stock``: Dagster's own ``FilesystemIOManager``
+"""
+from __future__ import annotations
+
+import dagster as dg
+
+from resources.paths import run_dir
+
+BACKENDS = ("cassandra", "redis", "s3", "s3_stock", "local", "fs_stock")
+
+
+def io_manager_for(backend: str):
+    from asgard_dagster import (
+        CassandraIOManager, LocalIOManager, RedisIOManager, S3IOManager, stock_s3_pickle_io_manager,
+    )
+
+    factories = {
+        "cassandra": CassandraIOManager,
+        "redis": RedisIOManager,
+        "s3": S3IOManager,
+        "s3_stock": stock_s3_pickle_io_manager,
+        "local": lambda: LocalIOManager(base_dir=str(run_dir("local_store"))),
+        "fs_stock": lambda: dg.FilesystemIOManager(base_dir=str(run_dir("fs_stock"))),
+    }
+    try:
+        return factories[backend]()
+    except KeyError:
+        raise KeyError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None

@@ -1,0 +1,81 @@
+"""Knob space, configuration validation and the calibration plan (no server needed)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tuner.calibrate import CALIBRATED, count_restarts, plan
+from tuner.knobs import (
+    KNOBS, LIVE, RESTART, TABLE, Configuration, KnobChoiceError, KnobConstraintError, KnobError,
+    KnobRangeError, KnobTypeError, UnknownKnobError, grid, random_configuration, validate,
+)
+
+
+def test_rafiki_five_are_covered_with_their_50_successors():
+    assert KNOBS["compaction"].apply == TABLE and set(KNOBS["compaction"].choices) == {"STCS", "LCS", "TWCS", "UCS"}
+    assert KNOBS["concurrent_writes"].apply == LIVE
+    assert KNOBS["concurrent_compactors"].apply == LIVE
+    assert KNOBS["file_cache_size_mib"].apply == RESTART
+    for successor in ("memtable_heap_space_mib", "memtable_offheap_space_mib", "memtable_flush_writers"):
+        assert KNOBS[successor].apply == RESTART and "memtable cleanup threshold" in KNOBS[successor].rafiki
+
+
+def test_validation_errors_are_typed_and_clear():
+    with pytest.raises(UnknownKnobError, match="memtable_cleanup_threshold"):
+        Configuration(memtable_cleanup_threshold=0.3)
+    with pytest.raises(KnobTypeError, match="expects an integer"):
+        Configuration(concurrent_writes="64")
+    with pytest.raises(KnobTypeError):
+        Configuration(concurrent_writes=True)
+    with pytest.raises(KnobRangeError, match=r"outside \[4, 128\]"):
+        Configuration(concurrent_writes=1000)
+    with pytest.raises(KnobChoiceError, match="DTCS"):
+        Configuration(compaction="DTCS")
+    with pytest.raises(KnobConstraintError, match="power of two"):
+        Configuration(chunk_length_kib=48)
+    with pytest.raises(KnobConstraintError, match="heap"):  # a node with a 1 GiB heap
+        validate({"memtable_heap_space_mib": 1024}, heap_mib=1024)
+    # all of them are ValueErrors for callers that do not care which
+    assert issubclass(KnobRangeError, KnobError) and issubclass(KnobError, ValueError)
+    assert Configuration(concurrent_writes=64.0)["concurrent_writes"] == 64
+
+
+def test_renderings():
+    c = Configuration(file_cache_size_mib=256, memtable_heap_space_mib=128, compaction="UCS",
+                      ucs_scaling_parameters="L4", compression="none", concurrent_writes=64)
+    y = c.yaml_overrides()
+    assert y["file_cache_enabled"] is True and y["file_cache_size"] == "256MiB"  # enabled, or a no-op in 5.0
+    assert y["memtable_heap_space"] == "128MiB" and y["concurrent_writes"] == 64
+    assert y["memtable_flush_writers"] is None  # default: key removed from the yaml
+    cql = c.alter_table_cql("ks")
+    assert "UnifiedCompactionStrategy" in cql and "'scaling_parameters': 'L4'" in cql and "'enabled': 'false'" in cql
+    assert c.live_commands()["concurrent_writes"] == ["setconcurrency", "MutationStage", "64"]
+    assert Configuration().yaml_overrides()["file_cache_enabled"] is None
+    d = c.diff(Configuration())
+    assert set(d) == {"file_cache_size_mib", "memtable_heap_space_mib", "compaction", "ucs_scaling_parameters",
+                      "compression", "concurrent_writes"}
+    assert Configuration(concurrent_writes=64) == Configuration({"concurrent_writes": 64})
+    assert hash(Configuration()) == hash(Configuration.default())
+
+
+def test_grid_and_random_sampling_stay_valid():
+    configs = list(grid(["compaction", "concurrent_writes", "file_cache_size_mib"]))
+    assert len(configs) == 4 * 5 * 4
+    rng = random.Random(1)
+    for _ in range(50):
+        random_configuration(CALIBRATED, rng)  # never raises
+
+
+def test_plan_has_min_max_default_and_few_restarts():
+    p = plan(CALIBRATED, n_random=6, seed=3)
+    tags = [x.tag for x in p]
+    assert tags[0] == "default" and tags.count("default") == 3
+    for name in CALIBRATED:
+        kb = KNOBS[name]
+        seen = {x.config[name] for x in p}
+        expected = set(kb.choices) if kb.kind == "choice" else {kb.low, kb.high, kb.default}
+        assert expected <= seen, name
+    groups = {x.config.restart_part() for x in p}
+    # ordered by restart group: restarts = groups - 1 (the default group first) + 1 back to default
+    assert count_restarts(p) <= len(groups)

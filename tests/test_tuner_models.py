@@ -1,0 +1,113 @@
+"""Surrogates, evaluation, ANOVA and search on the dataset shipped in tuner/data/."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tuner.anova import knee, rank
+from tuner.calibrate import read_rows
+from tuner.cli import tune
+from tuner.costbenefit import decide
+from tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING, Dataset
+from tuner.evaluate import evaluate
+from tuner.knobs import Configuration
+from tuner.search import compare, load_config_file, search
+from tuner.surrogates import LightGBMSurrogate, MLPEnsemble, Surrogate, pick_best
+from tuner.workload import Workload
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return Dataset.load()
+
+
+def test_shipped_dataset_is_real_and_small(ds):
+    assert DEFAULT_DATASET.stat().st_size < 3_000_000 and DEFAULT_MODEL.stat().st_size < 3_000_000
+    assert len(ds) >= 300
+    assert len(np.unique(ds.config_ids)) >= 25 and len(ds.workloads()) >= 6
+    assert all(r["ops_per_s"] > 0 and r["p99_ms"] > 0 for r in ds.rows)
+    assert ds.median_restart_seconds() > 1  # measured, not assumed
+
+
+def test_mlp_ensemble_is_rafikis(ds):
+    m = MLPEnsemble(epochs=300).fit(ds.X, ds.y, ds.space)
+    assert m.hidden == (14, 4) and m.n_nets == 20 and len(m.kept) == 14
+    assert [w.shape[-1] for w in m.weights[0::2]] == [14, 4, 1]
+    # the dropped six are the worst by training error
+    worst_kept = max(m.train_errors[i] for i in m.kept)
+    assert all(m.train_errors[i] >= worst_kept for i in range(20) if i not in m.kept)
+    p = m.predict(ds.X)
+    assert p.shape == (len(ds),) and np.all(p > 0)
+
+
+def test_fit_picks_the_better_by_heldout_error(ds):
+    model, scores = pick_best(ds.X, ds.y, ds.config_ids, ds.space)
+    assert set(scores) == {"mlp-ensemble", "lightgbm"}
+    assert model.name == min(scores, key=scores.get)
+    assert all(0 < s < 100 for s in scores.values())
+
+
+def test_evaluate_reports_table2_numbers(ds):
+    res = evaluate(ds, models=("lightgbm", "mlp-single"), trials=2)
+    assert {"unseen_config_error_pct", "unseen_workload_error_pct", "models", "rafiki_table2"} <= set(res)
+    for name in ("lightgbm", "mlp-single"):
+        for by in ("config", "workload"):
+            t = res["models"][name][by]
+            assert 0 < t["error_pct"] < 100 and t["rmse"] > 0 and t["trials"] == 2
+    json.dumps(res)
+
+
+def test_shipped_model_and_search(ds):
+    model = Surrogate.load(DEFAULT_MODEL)
+    w = Workload(read_ratio=0.9, object_kib=16)
+    r = search(model, w, method="nsga2", evaluations=1000)
+    assert r.evaluations == 1000 and r.surrogate_calls == 20  # batches of 50
+    assert r.predicted_ops_per_s >= r.default_predicted_ops_per_s * 0.999
+    c = compare(model, w, ["compaction", "concurrent_reads", "concurrent_writes"], evaluations=600)
+    assert c["exhaustive"]["evaluations"] == 4 * 5 * 5
+    for m in ("nsga2", "tpe"):
+        assert c[m]["vs_exhaustive_pct"] > -15  # Rafiki: within 15% of exhaustive
+    d = decide(model, w, Configuration(), r.config, lookahead_s=3600, restart_seconds=ds.median_restart_seconds())
+    assert d.reconfigure == (d.benefit_ops > d.cost_ops)
+
+
+def test_rank_on_shipped_data():
+    res = rank(read_rows(DEFAULT_DATASET))
+    assert 1 <= res["k"] <= len(res["ranking"]) and res["key_knobs"]
+    stds = [t["std_pct"] for t in res["ranking"]]
+    assert stds == sorted(stds, reverse=True) and res["noise_std_pct"] > 0
+    assert knee([100, 90, 10, 9, 8], min_k=1, max_k=4) == 2
+    shipped = json.loads(DEFAULT_RANKING.read_text())
+    assert shipped["key_knobs"]
+
+
+def test_cli_recommend_writes_a_config_the_node_accepts(tmp_path):
+    out = tmp_path / "tuned.yaml"
+    runner = CliRunner()
+    res = runner.invoke(tune, ["recommend", "--read-ratio", "0.9", "--object-kib", "16", "--json",
+                               "--evaluations", "500", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["predicted_ops_per_s"] > 0 and doc["evaluations"] == 500 and "yaml_overrides" in doc
+    cfg = load_config_file(out)
+    assert isinstance(cfg, Configuration)
+    file_doc = yaml.safe_load(out.read_text())
+    assert set(file_doc) >= {"knobs", "yaml_overrides", "table_options", "live"}
+    from tuner.node import TunerNode
+
+    node = TunerNode(index=5, workdir=tmp_path / "n")
+    node.set_overrides(file_doc["yaml_overrides"], replace=True)
+    rendered = node.config()
+    assert rendered["cluster_name"] == "asgard-tuner-5" and rendered["seed_provider"]
+    for key, value in file_doc["yaml_overrides"].items():
+        assert rendered.get(key) == value if value is not None else key not in rendered or key == "concurrent_compactors"
+    # bad input is refused clearly
+    bad = runner.invoke(tune, ["recommend", "--read-ratio", "1.5"])
+    assert bad.exit_code != 0 and "1.5" in bad.output
+    ev = runner.invoke(tune, ["evaluate", "--json", "--trials", "1", "--model", "lightgbm"])
+    assert ev.exit_code == 0, ev.output
+    assert json.loads(ev.output)["unseen_config_error_pct"] > 0
