@@ -4,7 +4,8 @@
     asgard cassandra status | down | restart [--set knob=value]
     asgard redis|minio up | down | status                     the baseline servers
     asgard stores up | down | status                          all three at once
-    asgard bench io [--json]                                  store throughput and memory
+    asgard bench io [--json]                                  store throughput and memory, every backend
+    asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
     asgard tune ...                                           the tuner (calibrate, rank, fit, evaluate, recommend)
 """
 from __future__ import annotations
@@ -173,7 +174,7 @@ def bench():
 
 @bench.command("io")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON instead of a table.")
-@click.option("--backends", default="cassandra,local", show_default=True, help="Comma-separated backends.")
+@click.option("--backends", default="cassandra,redis,s3,local", show_default=True, help="Comma-separated backends.")
 @click.option("--sizes-mib", default="1,16,64", show_default=True, help="Object sizes for the MB/s rows.")
 @click.option("--small-ops", default=2000, show_default=True, help="10 KiB objects per ops/s measurement.")
 @click.option("--repeat", default=3, show_default=True, help="Repetitions per size (best is reported).")
@@ -193,20 +194,31 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib):
         print_table(rows)
 
 
-def _mount_optional(module: str, attr: str) -> None:
-    """Attach a command group from another package, if it is installed here."""
+@bench.command("report")
+@click.argument("json_file", type=click.Path(exists=True, dir_okay=False))
+def bench_report(json_file):
+    """Print the table of a saved ``asgard bench io --json`` result."""
+    from .bench.io import print_table
+
+    with open(json_file) as f:
+        print_table(json.load(f))
+
+
+def _mount_optional(parent: click.Group, module: str, attr: str) -> None:
+    """Attach a command from another module, if it is installed here."""
     import importlib
 
     try:
-        group = getattr(importlib.import_module(module), attr)
+        command = getattr(importlib.import_module(module), attr)
     except ModuleNotFoundError as exc:
         if exc.name != module:  # a missing dependency inside it is a real error
             raise
         return
-    main.add_command(group)
+    parent.add_command(command)
 
 
-_mount_optional("tuner.cli", "tune")
+_mount_optional(main, "tuner.cli", "tune")
+_mount_optional(bench, "asgard_dagster.bench.apps_cli", "apps")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,7 +1,7 @@
 """The README's demo: a fan-out / fan-in job whose every output lives in the local Cassandra.
 
 ``make_chunks`` scatters n numpy arrays (DynamicOutput), ``normalize`` runs once per chunk
-(``.map``), ``summarize`` gathers them (``.collect()``). Run it with
+(``.map``), ``summarize_chunks`` gathers them (``.collect()``). Run it with
 ``bash scripts/demo.sh`` or ``dagster job execute -m pipelines.demo -j fan_out_fan_in``.
 """
 
@@ -31,7 +31,7 @@ def normalize(chunk: np.ndarray) -> np.ndarray:
 
 
 @op(ins={"chunks": In(list)})
-def summarize(chunks: list) -> Output:
+def summarize_chunks(chunks: list) -> Output:
     stats = {
         "chunks": len(chunks),
         "values": int(sum(c.size for c in chunks)),
@@ -47,4 +47,4 @@ def summarize(chunks: list) -> Output:
     description="Fan-out / fan-in of numpy chunks through the local Cassandra (asgard-dagster demo).",
 )
 def fan_out_fan_in():
-    summarize(make_chunks().map(normalize).collect())
+    summarize_chunks(make_chunks().map(normalize).collect())

@@ -22,7 +22,7 @@ def main() -> None:
     with execute_job(reconstructable(fan_out_fan_in), instance=instance, run_config=run_config) as result:
         if not result.success:
             raise SystemExit(f"run {result.run_id} failed: see `dagster dev -w workspace.yaml`")
-        stats = result.output_for_node("summarize")
+        stats = result.output_for_node("summarize_chunks")
         outputs = [
             (e.step_key, e.event_specific_data.metadata)
             for e in result.all_events

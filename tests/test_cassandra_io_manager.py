@@ -161,7 +161,7 @@ def test_fan_out_fan_in_job_on_multiprocess_executor(cassandra_node, dagster_ins
     }
     with execute_job(reconstructable(fan_out_fan_in), instance=dagster_instance, run_config=run_config) as result:
         assert result.success
-        stats = result.output_for_node("summarize")
+        stats = result.output_for_node("summarize_chunks")
         step_keys = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}
         run_id = result.run_id
     assert stats["chunks"] == 3 and stats["values"] == 3 * MiB // 8
@@ -172,7 +172,7 @@ def test_fan_out_fan_in_job_on_multiprocess_executor(cassandra_node, dagster_ins
     assert engine, "the job did not run on the multiprocess executor"
     paths = CassandraIOManager(keyspace=TEST_KEYSPACE).store().list_paths(f"run/{run_id}")
     assert paths == sorted([f"make_chunks/result/chunk_{i}" for i in range(3)]
-                           + [f"normalize[chunk_{i}]/result" for i in range(3)] + ["summarize/result"])
+                           + [f"normalize[chunk_{i}]/result" for i in range(3)] + ["summarize_chunks/result"])
 
 
 def test_reexecute_from_failure_reads_parent_outputs(cassandra_node, dagster_instance, tmp_path, monkeypatch):

@@ -142,24 +142,28 @@ def print_table(rows: list[dict]) -> None:
     def fmt(v, suffix="", digits=1):
         return "-" if v is None else f"{v:,.{digits}f}{suffix}"
 
-    peers = {}
+    by_size: dict[int, dict[str, dict]] = {}
     for row in rows:
-        if row.get("write_mb_s") is not None:
-            peers.setdefault(row["object_bytes"], {})[row["backend"]] = row
-    table = Table(title="asgard bench io (best of repeats; ratios against local files in the same run)")
-    for col in ("backend", "object", "write MB/s", "read MB/s", "ops/s (10 KiB)", "write vs local", "read vs local",
-                "extra mem write", "extra mem read"):
+        by_size.setdefault(row["object_bytes"], {})[row["backend"]] = row
+    backends = {row["backend"] for row in rows}
+    peer = "s3" if "s3" in backends else "local"
+    table = Table(title=f"asgard bench io (best of repeats; ratios against {peer} in the same run)")
+    for col in ("backend", "object", "write MB/s", "read MB/s", "ops/s (10 KiB)", f"write vs {peer}",
+                f"read vs {peer}", f"ops vs {peer}", "extra mem write", "extra mem read"):
         table.add_column(col, justify="right")
+
+    def ratio(row, other, field):
+        if not other or row.get(field) is None or not other.get(field):
+            return "-"
+        return f"{row[field] / other[field]:.2f}x"
+
     for row in rows:
         size = row["object_bytes"]
-        local = peers.get(size, {}).get("local")
-        ratio_w = ratio_r = "-"
-        if local and row.get("write_mb_s") is not None and row["backend"] != "local":
-            ratio_w = f"{row['write_mb_s'] / local['write_mb_s']:.2f}x"
-            ratio_r = f"{row['read_mb_s'] / local['read_mb_s']:.2f}x"
+        other = by_size.get(size, {}).get(peer) if row["backend"] != peer else None
         label = f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"
         table.add_row(row["backend"], label, fmt(row.get("write_mb_s")), fmt(row.get("read_mb_s")),
-                      fmt(row.get("ops_s")), ratio_w, ratio_r,
+                      fmt(row.get("ops_s")), ratio(row, other, "write_mb_s"), ratio(row, other, "read_mb_s"),
+                      ratio(row, other, "ops_s"),
                       fmt(row.get("write_extra_memory_x"), "x", 2) if "write_extra_memory_x" in row else "-",
                       fmt(row.get("read_extra_memory_x"), "x", 2) if "read_extra_memory_x" in row else "-")
-    Console(width=max(140, Console().width)).print(table)
+    Console(width=max(160, Console().width)).print(table)
