@@ -194,6 +194,22 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib):
         print_table(rows)
 
 
+@bench.command("startup")
+@click.option("--repeat", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_startup(repeat, as_json):
+    """Cassandra cold start, warm start and restart: the project's trimmed start against stock."""
+    from .bench.startup import run_startup_bench
+
+    rows = run_startup_bench(repeat)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'variant':<8} {'cold start s':>12} {'stop s':>7} {'warm start s':>12} {'restart s':>9}")
+    for r in rows:
+        click.echo(f"{r['variant']:<8} {r['cold_start_s']:>12} {r['stop_s']:>7} {r['warm_start_s']:>12} {r['restart_s']:>9}")
+
+
 @bench.command("report")
 @click.argument("json_file", type=click.Path(exists=True, dir_okay=False))
 def bench_report(json_file):

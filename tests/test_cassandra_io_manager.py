@@ -193,3 +193,36 @@ def test_reexecute_from_failure_reads_parent_outputs(cassandra_node, dagster_ins
         assert second.output_for_node("consume") == 499500
         executed = {e.step_key for e in second.all_events if e.event_type_value == "STEP_SUCCESS"}
     assert executed == {"consume"}  # `produce` was not re-run: its output came from the parent run
+
+
+def test_purge_sensor_purges_a_succeeded_run_and_its_parent(cassandra_node, dagster_instance):
+    from dagster import build_run_status_sensor_context, job, op
+
+    from asgard_dagster import make_purge_on_success_sensor
+
+    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE)
+
+    @op
+    def emit() -> list:
+        return [1, 2, 3]
+
+    @op
+    def take(xs: list) -> int:
+        return sum(xs)
+
+    @job(resource_defs={"io_manager": io_manager})
+    def tiny():
+        take(emit())
+
+    keep = tiny.execute_in_process(instance=dagster_instance)
+    result = tiny.execute_in_process(instance=dagster_instance)
+    store = io_manager.store()
+    assert store.list_paths(f"run/{result.run_id}") == ["emit/result", "take/result"]
+    sensor = make_purge_on_success_sensor(io_manager)
+    context = build_run_status_sensor_context(
+        sensor_name=sensor.name, dagster_instance=dagster_instance, dagster_run=result.dagster_run,
+        dagster_event=result.get_run_success_event(),
+    )
+    sensor(context)
+    assert store.list_paths(f"run/{result.run_id}") == []
+    assert store.list_paths(f"run/{keep.run_id}") == ["emit/result", "take/result"]

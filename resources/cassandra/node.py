@@ -93,6 +93,7 @@ class CassandraNode(ManagedServer):
         authenticate: bool = False,
         seed: str | None = None,
         ring_position: int = 1,
+        fast_start: bool = True,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
@@ -107,6 +108,9 @@ class CassandraNode(ManagedServer):
         # CassandraCluster passes instance 1 as the seed of every member
         self.seed = seed or self.address
         self.ring_position = ring_position  # 1..nodes within its ring: picks the token
+        # False gives a stock start (16 allocated tokens, gossip settle wait, ring delay): the
+        # baseline `asgard bench startup` compares against
+        self.fast_start = fast_start
 
     # --- configuration ----------------------------------------------------------------
     @property
@@ -135,6 +139,10 @@ class CassandraNode(ManagedServer):
             self.workdir, self.address, seeds=[self.seed], index=self.ring_position, nodes=self.nodes,
             native_port=self.native_port, authenticate=self.authenticate,
         )
+        if not self.fast_start:
+            base.update(num_tokens=16, allocate_tokens_for_local_replication_factor=3)
+            for key in ("initial_token", "auto_bootstrap"):
+                base.pop(key)
         return render_config(base, self.overrides())
 
     def prepare(self) -> None:
@@ -158,7 +166,7 @@ class CassandraNode(ManagedServer):
             "-XX:StringTableSize=1000003", "-Djava.net.preferIPv4Stack=true",
             *JVM17_FLAGS,
             *([f"-javaagent:{jamm}"] if jamm else []),
-            *FAST_START_PROPERTIES,
+            *(FAST_START_PROPERTIES if self.fast_start else []),
             f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
             f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
