@@ -18,19 +18,33 @@ def asgard_definitions(
     extra_resources: dict | None = None,
     sensors: Sequence = (),
     schedules: Sequence = (),
+    retune: bool = False,
+    retune_cron: str = "*/30 * * * *",
 ) -> Definitions:
     """Definitions whose ``io_manager`` keeps outputs in Cassandra (the local node by default).
+
+    With ``retune=True`` it also adds the retune job (topology -> surrogate -> cost-benefit ->
+    apply), a sensor that launches it when the queued runs of ``jobs`` change, and a schedule that
+    launches it for the runs ``schedules`` will start in the next window.
 
     Example::
 
         from asgard_dagster.definitions import asgard_definitions
-        defs = asgard_definitions(jobs=[my_job])      # workspace.yaml: python_module: my_project.defs
+        defs = asgard_definitions(jobs=[my_job], schedules=[nightly], retune=True)
     """
     io_manager = io_manager or CassandraIOManager()
-    all_sensors = list(sensors)
+    all_jobs, all_sensors, all_schedules = list(jobs), list(sensors), list(schedules)
     if purge_on_success:
         all_sensors.append(make_purge_on_success_sensor(io_manager))
+    if retune:
+        from .retune import make_retune_job
+        from .sensors import make_retune_schedule, make_upcoming_runs_sensor
+
+        retune_job = make_retune_job(jobs)
+        all_jobs.append(retune_job)
+        all_sensors.append(make_upcoming_runs_sensor(retune_job, jobs))
+        all_schedules.append(make_retune_schedule(retune_job, schedules, cron=retune_cron))
     return Definitions(
-        jobs=list(jobs), assets=list(assets), sensors=all_sensors, schedules=list(schedules),
+        jobs=all_jobs, assets=list(assets), sensors=all_sensors, schedules=all_schedules,
         resources={"io_manager": io_manager, **(extra_resources or {})},
     )

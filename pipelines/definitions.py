@@ -1,11 +1,20 @@
 """What ``dagster dev -w workspace.yaml`` loads: the paper's three applications and the demo,
-their outputs in the local Cassandra, plus the purge sensor.
+their outputs in the local Cassandra; nightly schedules for the applications (stopped until
+turned on); the purge sensor; and the retune job with its sensor and schedule.
 
 Jobs bound to the other stores (for comparisons) are made by
 ``pipelines.jobs.make_job(app, backend)``; ``asgard bench apps`` runs them all.
 """
+from dagster import DefaultScheduleStatus, ScheduleDefinition
+
 from asgard_dagster.definitions import asgard_definitions
 from pipelines.demo import fan_out_fan_in
 from pipelines.jobs import APPS, make_job
 
-defs = asgard_definitions(jobs=[make_job(app, "cassandra") for app in APPS] + [fan_out_fan_in])
+app_jobs = [make_job(app, "cassandra") for app in APPS]
+nightly = [
+    ScheduleDefinition(name=f"{job.name}_nightly", job=job, cron_schedule=f"{10 * i} 2 * * *",
+                       default_status=DefaultScheduleStatus.STOPPED)
+    for i, job in enumerate(app_jobs)
+]
+defs = asgard_definitions(jobs=app_jobs + [fan_out_fan_in], schedules=nightly, retune=True)

@@ -1,0 +1,74 @@
+"""``asgard bench apps``: the click command (the lead mounts it on the ``bench`` group).
+
+    asgard bench apps [--apps video_analytics,lightgbm_forest] [--backends cassandra,redis,s3,...]
+                      [--repetitions 3] [--fanout N | app=N,...] [--scale X | app=X,...] [--small]
+                      [--cassandra-config tuned.yaml] [--prices prices.yaml] [--out DIR] [--json]
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@click.command("apps")
+@click.option("--apps", default="video_analytics,lightgbm_forest,word_count", show_default=True,
+              help="Comma-separated apps (pipelines.jobs.APPS).")
+@click.option("--backends", default="cassandra,cassandra_tuned,redis,s3,s3_stock,local", show_default=True,
+              help="Comma-separated: cassandra, cassandra_tuned (needs --cassandra-config), redis, s3, s3_stock, local, fs_stock.")
+@click.option("--repetitions", "-r", default=3, show_default=True, type=click.IntRange(1))
+@click.option("--fanout", default=None, help="Fan-out for every app (N) or per app (video_analytics=4,...). Default: each app's.")
+@click.option("--scale", default=None, help="Data scale for every app (X) or per app (lightgbm_forest=5,...). Default: each app's.")
+@click.option("--small", is_flag=True, help="Start from the test sizes (pipelines.jobs.SMALL); --fanout/--scale still apply.")
+@click.option("--cassandra-config", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="YAML with 'yaml:' cassandra.yaml overrides and optional 'table:' options: the cassandra_tuned backend.")
+@click.option("--fresh-cassandra", is_flag=True, help="Restart Cassandra for the default cells even if it has no overrides.")
+@click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Price table (default: asgard_dagster/bench/prices.yaml, AWS Nov 2022).")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-apps/<timestamp>/).")
+@click.option("--max-concurrent", default=2, show_default=True, help="Steps in parallel (multiprocess executor).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True,
+              help="One untimed run first (the executor's forkserver and imports), so no cell pays it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
+def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fresh_cassandra, prices, out,
+         max_concurrent, warmup, as_json):
+    """Each app on each backend: E2E latency, step/edge times, server CPU, cost and Perf/$ (Asgard Figs 4-7)."""
+    from .apps import BenchConfig, markdown, parse_per_app, run_bench
+
+    cfg = BenchConfig(apps=_csv(apps), backends=_csv(backends), repetitions=repetitions,
+                      fanout=parse_per_app(fanout, int), scale=parse_per_app(scale, float), small=small,
+                      cassandra_config=cassandra_config, prices=prices, out=out, fresh_cassandra=fresh_cassandra,
+                      max_concurrent=max_concurrent, warmup=warmup)
+    try:
+        plan = cfg.plan()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if "cassandra_tuned" in cfg.backends and not cassandra_config and not as_json:
+        click.echo("cassandra_tuned skipped: no --cassandra-config given", err=True)
+    if as_json:
+        summary = run_bench(cfg)
+        click.echo(json.dumps(summary, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("starting", total=len(plan))
+
+        def on_start(i, n, label):
+            progress.update(task, description=label)
+
+        def on_run(row):
+            status = f"{row['e2e_s']:.1f}s" if row["success"] else "FAILED"
+            progress.console.print(f"  {row['app']:<16} {row['backend']:<16} rep {row['rep'] + 1}: {status}")
+            progress.advance(task)
+
+        summary = run_bench(cfg, on_start=on_start, on_run=on_run)
+    click.echo(markdown(summary))
+    click.echo(f"written: {json.dumps(summary['files'], indent=1)}")
