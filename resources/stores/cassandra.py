@@ -61,7 +61,8 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
     from cassandra.cluster import Cluster, NoHostAvailable
     from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
 
-    cache_key = (os.getpid(), contact_points, port, username)
+    # the password is part of the identity: a wrong one must not reuse a good session
+    cache_key = (os.getpid(), contact_points, port, username, hash(password))
     with _sessions_lock:
         session = _sessions.get(cache_key)
         if session is not None and not session.is_shutdown:
