@@ -21,6 +21,35 @@ def cassandra_node() -> CassandraNode:
     return node
 
 
+@pytest.fixture(scope="session")
+def redis_server():
+    from resources.redis import RedisServer
+
+    server = RedisServer()  # 127.0.0.1:6380, the server `asgard redis up` runs
+    started_here = not server.is_running()
+    server.start()
+    yield server
+    if started_here:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def minio_server():
+    from resources.minio import MinioServer
+
+    server = MinioServer()  # 127.0.0.1:9000, the server `asgard minio up` runs
+    started_here = not server.is_running()
+    server.start()
+    yield server
+    if started_here:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def all_servers(cassandra_node, redis_server, minio_server):
+    return {"cassandra": cassandra_node, "redis": redis_server, "minio": minio_server}
+
+
 @pytest.fixture
 def cassandra_store(cassandra_node):
     from resources.stores.cassandra import CassandraObjectStore

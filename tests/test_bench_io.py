@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from asgard_dagster.cli import main
 
 
-def test_bench_io_json_rows_for_every_backend(cassandra_node):
+def test_bench_io_json_rows_for_every_backend(all_servers):
     args = ["bench", "io", "--json", "--sizes-mib", "1", "--repeat", "1", "--small-ops", "20", "--memory-mib", "8"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from pipelines import data, jobs, word_count
-
-BACKENDS = ["fs_stock"]
+from pipelines.backends import BACKENDS
 
 
 def run_small(app: str, backend: str, **overrides) -> tuple[jobs.AppRun, dict]:
@@ -95,19 +94,19 @@ def check_video_analytics(backend: str) -> None:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_word_count(backend):
+def test_word_count(backend, all_servers):
     check_word_count(backend)
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_lightgbm_forest(backend):
+def test_lightgbm_forest(backend, all_servers):
     check_lightgbm_forest(backend)
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_video_analytics(backend):
+def test_video_analytics(backend, all_servers):
     check_video_analytics(backend)
 
 
@@ -126,3 +125,23 @@ def test_jobs_build_for_every_app():
         assert jobs.FINAL_OP[app] in {n.name for n in job.nodes}
     with pytest.raises(KeyError):
         jobs.make_job("nope", "fs_stock")
+
+
+@pytest.mark.parametrize("m,r", [(12, 1), (1, word_count.MAX_REDUCERS), (2, 3)])
+def test_word_count_fanouts_in_process(tmp_path, m, r):
+    """More mappers than files (empty splits), one reducer, all reducers: counts stay exact."""
+    import dagster as dg
+
+    scale = 0.01  # a few files
+    files = data.stdlib_corpus(scale)
+    assert len(files) < 12
+    job = jobs.APPS["word_count"].to_job(
+        resource_defs={"io_manager": dg.FilesystemIOManager(base_dir=str(tmp_path))},
+        executor_def=dg.in_process_executor)
+    res = job.execute_in_process(run_config=jobs.run_config("word_count", fanout=m, scale=scale, reducers=r))
+    assert res.success
+    out = res.output_for_node("merge_counts")
+    expected = collections.Counter()
+    for rel in files:
+        expected.update(word_count.tokenize(data.read_source(rel)))
+    assert out["counts"] == dict(expected) and out["n_reducers"] == r and out["n_mappers"] == m

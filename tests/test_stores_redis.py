@@ -24,14 +24,6 @@ from resources.stores.redis import RedisObjectStore
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="session")
-def redis_server():
-    server = RedisServer()
-    started_here = not server.is_running()
-    server.start()
-    yield server
-    if started_here:
-        server.stop()
 
 
 @pytest.fixture

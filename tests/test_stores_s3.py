@@ -31,14 +31,6 @@ from resources.stores.s3 import S3ObjectStore
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="session")
-def minio_server():
-    server = MinioServer()
-    started_here = not server.is_running()
-    server.start()
-    yield server
-    if started_here:
-        server.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,162 @@
+"""``asgard bench apps``: the cost arithmetic against hand-computed numbers from prices.yaml, the
+tuned-configuration file format, the run order, and a tiny bench end to end on the real servers
+(Cassandra and Redis) through the click command."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from asgard_dagster.bench import cost
+from asgard_dagster.bench.apps import BenchConfig, CassandraConfigFile, parse_per_app, table_clauses
+from asgard_dagster.bench.apps_cli import apps as apps_command
+
+# prices.yaml (AWS us-east-1, Nov 2022), written out by hand
+LAMBDA_GB_S = 0.0000166667
+LAMBDA_REQ = 0.20 / 1_000_000
+MEMORY_GB = 1769 / 1024
+S3_PUT, S3_GET = 0.005 / 1000, 0.0004 / 1000
+I3, C5, M5, R5 = 0.156, 0.085, 0.096, 0.216
+
+
+def test_prices_table_has_the_nov_2022_prices_and_sources():
+    p = cost.Prices.load()
+    assert p.gb_second == LAMBDA_GB_S and p.request == pytest.approx(LAMBDA_REQ)
+    assert p.memory_gb == pytest.approx(1.7275390625)
+    assert (p.s3_put_per_1000, p.s3_get_per_1000) == (0.005, 0.0004)
+    assert p.instances == {"i3.large": I3, "c5.large": C5, "m5.large": M5, "cache.r5.large": R5}
+    assert p.storage_kind("cassandra") == ("instance", "i3.large")
+    assert p.storage_kind("redis") == ("instance", "cache.r5.large")
+    assert p.storage_kind("s3") == ("s3_requests", None) and p.storage_kind("local") == ("none", None)
+    for section in ("function", "s3"):
+        assert "aws.amazon.com" in p.raw[section]["source"] and "Nov 2022" in p.raw[section]["source"]
+    for name, spec in p.raw["instances"].items():
+        assert "aws.amazon.com" in spec["source"], name
+
+
+def test_cost_of_a_cassandra_run_by_hand():
+    p = cost.Prices.load()
+    # 30 s end to end, 6 steps that ran 20 s in all
+    c = cost.run_cost("cassandra", 30.0, 20.0, 6, 0, 0, p)
+    assert c.function_gb_s == pytest.approx(34.55078125)                      # 20 s x 1769/1024 GB
+    assert c.function_usd == pytest.approx(34.55078125 * 0.0000166667 + 6 * 0.0000002)
+    assert c.storage_usd == pytest.approx(0.156 * 30 / 3600)                  # i3.large x 30 s = $0.0013
+    assert c.total == pytest.approx(0.000575847 + 0.0000012 + 0.0013, rel=1e-6)
+    assert cost.perf_per_dollar(30.0, c.total) == pytest.approx(1 / (30 * 0.001877047), rel=1e-6)
+    # the what-if on c5.large: only the instance price changes
+    w = cost.run_cost("cassandra", 30.0, 20.0, 6, 0, 0, p, instance="c5.large")
+    assert w.storage_usd == pytest.approx(0.085 * 30 / 3600)
+    assert w.function_usd == c.function_usd
+    # Redis on cache.r5.large for 12.5 s
+    r = cost.run_cost("redis", 12.5, 10.0, 4, 0, 0, p)
+    assert r.storage_usd == pytest.approx(0.216 * 12.5 / 3600) == pytest.approx(0.00075)
+
+
+def test_cost_of_s3_runs_counts_requests():
+    p = cost.Prices.load()
+    writes = [{"chunks": 2}, {"chunks": 1}]
+    reads = [{"chunks": 2}, {"chunks": 2}, {"chunks": 1}]
+    # ours: write = manifest GET + chunk PUTs + manifest PUT; read = manifest GET + chunk GETs
+    assert cost.s3_requests(writes, reads, stock=False) == (3 + 2, 2 + 3 + 3 + 2)
+    # stock S3PickleIOManager: write = exists-GET + PUT; read = GET
+    assert cost.s3_requests(writes, reads, stock=True) == (2, 2 + 3)
+    c = cost.run_cost("s3", 10.0, 8.0, 3, 5, 10, p)
+    assert c.storage_usd == pytest.approx(5 * 0.000005 + 10 * 0.0000004) == pytest.approx(0.000029)
+    assert c.storage_basis == "5 PUT + 10 GET"
+    local = cost.run_cost("local", 10.0, 8.0, 3, 0, 0, p)
+    assert local.storage_usd == 0.0
+    assert local.total == pytest.approx(8 * MEMORY_GB * LAMBDA_GB_S + 3 * LAMBDA_REQ)
+    assert math.isnan(cost.perf_per_dollar(0.0, 1.0))
+
+
+def test_tuned_config_file_forms(tmp_path):
+    f = tmp_path / "tuned.yaml"
+    f.write_text("yaml:\n  concurrent_writes: 64\n  memtable_heap_space: 512MiB\n"
+                 "table:\n  compression: {class: LZ4Compressor, chunk_length_in_kb: 16}\n")
+    c = CassandraConfigFile.load(f)
+    assert c.yaml == {"concurrent_writes": 64, "memtable_heap_space": "512MiB"}
+    assert c.table == ["compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '16'}"]
+    # the tuner's `recommend` file (yaml_overrides / table_options) is read too
+    f.write_text(json.dumps({"yaml_overrides": {"concurrent_reads": 16},
+                             "table_options": {"compaction": {"class": "LeveledCompactionStrategy"}}}))
+    c = CassandraConfigFile.load(f)
+    assert c.yaml == {"concurrent_reads": 16}
+    assert c.table == ["compaction = {'class': 'LeveledCompactionStrategy'}"]
+    assert table_clauses("ALTER TABLE asgard.objects WITH gc_grace_seconds = 0") == ["gc_grace_seconds = 0"]
+    f.write_text("table: {}\n")
+    with pytest.raises(ValueError, match="yaml"):
+        CassandraConfigFile.load(f)
+    assert parse_per_app("4", int) == 4
+    assert parse_per_app("video_analytics=4,lightgbm_forest=3", int) == {"video_analytics": 4, "lightgbm_forest": 3}
+
+
+def test_plan_interleaves_and_groups_the_tuned_cassandra():
+    cfg = BenchConfig(apps=["video_analytics", "lightgbm_forest"], backends=["cassandra", "cassandra_tuned", "redis", "s3"],
+                      repetitions=2, cassandra_config="tuned.yaml")
+    plan = cfg.plan()
+    assert len(plan) == 2 * 2 * 4
+    rep0 = [p for p in plan if p[0] == 0]
+    # the tuned cells come after every default cell of the repetition (one restart each way)
+    assert [p[3] for p in rep0[-2:]] == ["cassandra_tuned", "cassandra_tuned"]
+    assert all(p[3] != "cassandra_tuned" for p in rep0[:-2])
+    # backends are rotated between repetitions
+    assert [p[3] for p in plan if p[0] == 0][:3] != [p[3] for p in plan if p[0] == 1][:3]
+    # without a config file the tuned backend is skipped
+    assert all(p[3] != "cassandra_tuned" for p in BenchConfig(backends=["cassandra", "cassandra_tuned"]).plan())
+
+
+def test_tiny_bench_through_the_cli(tmp_path, cassandra_node):
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(apps_command, [
+        "--apps", "video_analytics,lightgbm_forest", "--backends", "cassandra,redis",
+        "--repetitions", "1", "--small", "--fanout", "2", "--scale", "video_analytics=0.05,lightgbm_forest=1",
+        "--no-warmup", "--out", str(out),
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "| app | backend |" in result.output
+
+    rows = list(csv.DictReader(open(out / "runs.csv")))
+    assert {(r["app"], r["backend"]) for r in rows} == {
+        (a, b) for a in ("video_analytics", "lightgbm_forest") for b in ("cassandra", "redis")}
+    prices = cost.Prices.load()
+    for r in rows:
+        assert r["success"] == "True", r
+        e2e, steps = float(r["e2e_s"]), float(r["step_s_total"])
+        assert 0 < e2e < 600 and float(r["wall_s"]) >= e2e * 0.9
+        assert int(r["invocations"]) >= 5 and steps > 0
+        assert 0 <= float(r["compute_s_total"]) <= steps
+        assert int(r["bytes_written"]) > 0 and int(r["bytes_read"]) > 0 and r["io_timing"] == "metadata"
+        assert float(r["server_cpu_s"]) > 0  # the Cassandra/Redis process did work for the run
+        hourly = I3 if r["backend"] == "cassandra" else R5
+        expect = steps * MEMORY_GB * LAMBDA_GB_S + int(r["invocations"]) * LAMBDA_REQ + hourly * e2e / 3600
+        assert float(r["cost_usd"]) == pytest.approx(expect, rel=1e-9)
+        assert float(r["perf_per_usd"]) == pytest.approx(1 / (e2e * expect), rel=1e-9)
+        if r["backend"] == "cassandra":
+            assert float(r["cost_usd@c5.large"]) == pytest.approx(expect - (I3 - C5) * e2e / 3600, rel=1e-9)
+            assert r["cassandra_overrides"] == "{}"
+        assert cost.run_cost(r["backend"], e2e, steps, int(r["invocations"]), 0, 0, prices).total == pytest.approx(expect)
+
+    edges = list(csv.DictReader(open(out / "edges.csv")))
+    lgbm_cass = [e for e in edges if e["app"] == "lightgbm_forest" and e["backend"] == "cassandra"]
+    # the broadcast: pca_train written once, read by each of the 2 trainers
+    assert sum(1 for e in lgbm_cass if e["kind"] == "write" and e["step"] == "pca" and e["name"] == "pca_train") == 1
+    assert sum(1 for e in lgbm_cass if e["kind"] == "read" and e["upstream"] == "pca.pca_train") == 2
+    assert all(int(e["bytes"]) > 0 and float(e["seconds"]) >= 0 for e in edges)
+    steps_rows = list(csv.DictReader(open(out / "steps.csv")))
+    assert {s["run_id"] for s in steps_rows} == {r["run_id"] for r in rows}
+
+    md = (out / "summary.md").read_text()
+    for cell in ("| video_analytics | cassandra |", "| video_analytics | redis |", "| lightgbm_forest | cassandra |",
+                 "Instance what-if", "+189%"):
+        assert cell in md
+    summary = json.loads((out / "summary.json").read_text())
+    cass = next(c for c in summary["cells"] if c["app"] == "lightgbm_forest" and c["backend"] == "cassandra")
+    redis = next(c for c in summary["cells"] if c["app"] == "lightgbm_forest" and c["backend"] == "redis")
+    assert cass["ratios"]["perf_vs_redis"] == pytest.approx(cass["perf_per_usd"]["median"] / redis["perf_per_usd"]["median"])
+    assert set(cass["what_if"]) == {"i3.large", "c5.large", "m5.large"}
+    for png in ("perf_per_dollar.png", "e2e_latency.png", "instance_what_if.png"):
+        data = (out / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, png
