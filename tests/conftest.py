@@ -21,28 +21,27 @@ def cassandra_node() -> CassandraNode:
     return node
 
 
-@pytest.fixture(scope="session")
-def redis_server():
-    from resources.redis import RedisServer
-
-    server = RedisServer()  # 127.0.0.1:6380, the server `asgard redis up` runs
+def _running(server):
+    """Start ``server`` unless it runs already; stop it afterwards only if started here."""
     started_here = not server.is_running()
     server.start()
     yield server
     if started_here:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    from resources.redis import RedisServer
+
+    yield from _running(RedisServer())  # 127.0.0.1:6380, the server `asgard redis up` runs
 
 
 @pytest.fixture(scope="session")
 def minio_server():
     from resources.minio import MinioServer
 
-    server = MinioServer()  # 127.0.0.1:9000, the server `asgard minio up` runs
-    started_here = not server.is_running()
-    server.start()
-    yield server
-    if started_here:
-        server.stop()
+    yield from _running(MinioServer())  # 127.0.0.1:9000, the server `asgard minio up` runs
 
 
 @pytest.fixture(scope="session")
