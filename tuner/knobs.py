@@ -91,6 +91,7 @@ class Knob:
     #: only meaningful when another knob has one of these values: (knob, values)
     active_when: tuple | None = None
     grid: tuple = ()  # discretisation for the exhaustive search
+    discrete: bool = False  # only the grid values are valid samples
 
     def validate(self, value: Any) -> Any:
         if self.kind == "int":
@@ -117,7 +118,7 @@ class Knob:
     def sample(self, rng: random.Random) -> Any:
         if self.kind == "choice":
             return rng.choice(self.choices)
-        if self.grid and rng.random() < 0.5:
+        if self.grid and (self.discrete or rng.random() < 0.5):
             return rng.choice(self.grid)
         if self.log and self.low > 0:
             return int(round(math.exp(rng.uniform(math.log(self.low), math.log(self.high)))))
@@ -165,7 +166,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     _k(name="compression", kind="choice", default="LZ4", apply=TABLE, choices=("LZ4", "Zstd", "none"),
        help="table compression class"),
     _k(name="chunk_length_kib", kind="int", default=16, apply=TABLE, low=4, high=256, log=True,
-       grid=(4, 16, 64, 256), unit="KiB", active_when=("compression", ("LZ4", "Zstd")),
+       grid=(4, 16, 64, 256), discrete=True, unit="KiB", active_when=("compression", ("LZ4", "Zstd")),
        help="compression chunk_length_in_kb (power of two)"),
     # ---- live via nodetool (also persisted to yaml) ----
     _k(name="concurrent_writes", kind="int", default=32, apply=LIVE, low=4, high=128, log=True,
@@ -397,7 +398,8 @@ def random_configuration(names: Sequence[str], rng: random.Random) -> Configurat
 @dataclass
 class ApplyResult:
     restarted: bool = False
-    restart_seconds: float = 0.0
+    restart_seconds: float = 0.0  # stop to the store answering again (what clients see)
+    node_restart_seconds: float = 0.0  # stop to CQL port ready
     live: list[str] = field(default_factory=list)
     table: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -405,6 +407,7 @@ class ApplyResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"restarted": self.restarted, "restart_seconds": round(self.restart_seconds, 3),
+                "node_restart_seconds": round(self.node_restart_seconds, 3),
                 "live": self.live, "table": self.table, "seconds": round(self.seconds, 3),
                 "changed": {k: list(v) for k, v in self.changed.items()}}
 
@@ -429,6 +432,16 @@ def execute_cql(node: Any, store: Any, cql: str) -> None:
 
 def store_keyspace_table(store: Any) -> tuple[str, str]:
     return getattr(store, "keyspace", "asgard"), getattr(store, "table", "objects")
+
+
+def _drop_store_connections(store: Any) -> None:
+    prepared = getattr(store, "_prepared", None) or {}
+    session = prepared.get("_session")  # the store's live session, without connecting anew
+    if session is not None:
+        try:
+            session.cluster.shutdown()
+        except Exception:
+            pass
 
 
 def wait_store_ready(store: Any, timeout: float = 60.0) -> None:
@@ -469,8 +482,14 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
         need_restart = any(KNOBS[k].apply == RESTART for k in changed)
     result.changed = changed
     if need_restart or force_restart or not node.is_running():
-        result.restart_seconds = node.restart_with(overrides) if node.is_running() else \
-            (node.set_overrides(overrides), node.start())[1]
+        # drop the driver's connections first: its reconnection back-off (1, 2, 4, ... s)
+        # would otherwise add up to tens of seconds after the node is back
+        _drop_store_connections(store)
+        if node.is_running():
+            result.node_restart_seconds = node.restart_with(overrides)
+        else:
+            node.set_overrides(overrides)
+            result.node_restart_seconds = node.start()
         result.restarted = True
         wait_store_ready(store)
         result.restart_seconds = time.perf_counter() - t0

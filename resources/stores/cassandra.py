@@ -59,7 +59,7 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
     """One driver Cluster/Session per process and endpoint (a forked step gets its own)."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster, NoHostAvailable
-    from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
+    from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
 
     # the password is part of the identity: a wrong one must not reuse a good session
     cache_key = (os.getpid(), contact_points, port, username, hash(password))
@@ -74,6 +74,9 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
             load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
             protocol_version=PROTOCOL_VERSION,
             connection_class=_large_buffer_connection_class(),
+            # a local node restarted by the tuner is back in seconds: the driver's default
+            # back-off (1 s doubling to 10 min) kept the session away for up to a minute
+            reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.2, max_delay=5.0),
         )
         try:
             session = cluster.connect()

@@ -1,0 +1,75 @@
+"""SOPHIA's cost-benefit analysis as Asgard uses it (seed 000 §3).
+
+Benefit: throughput gained over the look-ahead window T_L by running the new configuration,
+    B = sum_{k in [0, T_L]} (H(W(k), C_new) - H(W(k), C_old))   [operations]
+Cost: throughput lost while the node is offline (T_r, the measured restart seconds) or
+slowed by a live change,
+    C = H(W, C_old) * T_r                                     [operations]
+(restarts also eat into the window: the new configuration serves T_L - T_r seconds).
+Reconfigure iff B > C (optionally by a margin).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .knobs import RESTART, KNOBS, Configuration
+
+
+@dataclass
+class Decision:
+    reconfigure: bool
+    benefit_ops: float
+    cost_ops: float
+    current_ops_per_s: float
+    new_ops_per_s: float
+    lookahead_s: float
+    downtime_s: float
+    needs_restart: bool
+    reason: str
+
+    @property
+    def net_ops(self) -> float:
+        return self.benefit_ops - self.cost_ops
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["net_ops"] = self.net_ops
+        return d
+
+
+def should_reconfigure(current_ops_per_s: float, new_ops_per_s: float, lookahead_s: float,
+                       restart_seconds: float, needs_restart: bool = True, live_seconds: float = 0.0,
+                       live_slowdown: float = 0.1, margin: float = 0.0) -> Decision:
+    """Decide with the throughputs (measured or predicted) of the old and new configuration.
+
+    ``restart_seconds``: measured stop-to-ready time of this node; ``live_seconds``: how long
+    live (nodetool / ALTER TABLE) changes take, during which throughput drops by
+    ``live_slowdown``. ``margin``: required net gain as a fraction of the cost.
+    """
+    if lookahead_s < 0 or restart_seconds < 0 or current_ops_per_s < 0 or new_ops_per_s < 0:
+        raise ValueError("throughputs and durations must be non-negative")
+    downtime = restart_seconds if needs_restart else 0.0
+    serving = max(0.0, lookahead_s - downtime)
+    benefit = (new_ops_per_s - current_ops_per_s) * serving
+    cost = current_ops_per_s * downtime + current_ops_per_s * live_slowdown * live_seconds
+    go = benefit > cost * (1.0 + margin) and new_ops_per_s > current_ops_per_s
+    if new_ops_per_s <= current_ops_per_s:
+        reason = "the new configuration is not faster"
+    elif go:
+        reason = f"gain {benefit:.0f} ops over {lookahead_s:.0f}s exceeds the {cost:.0f} ops lost to reconfiguring"
+    else:
+        reason = f"gain {benefit:.0f} ops over {lookahead_s:.0f}s does not pay for the {cost:.0f} ops lost to reconfiguring"
+    return Decision(go, benefit, cost, current_ops_per_s, new_ops_per_s, lookahead_s, downtime, needs_restart, reason)
+
+
+def needs_restart(old: Configuration, new: Configuration) -> bool:
+    return any(KNOBS[k].apply == RESTART for k in new.diff(old))
+
+
+def decide(model: Any, workload: Any, current: Configuration, new: Configuration, lookahead_s: float,
+           restart_seconds: float, **kw: Any) -> Decision:
+    """:func:`should_reconfigure` with throughputs predicted by a surrogate."""
+    cur, nxt = model.predict(model.space.matrix(workload, [current, new]))
+    return should_reconfigure(float(cur), float(nxt), lookahead_s, restart_seconds,
+                              needs_restart=needs_restart(current, new), **kw)

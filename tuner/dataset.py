@@ -1,0 +1,112 @@
+"""The calibration dataset as arrays: features = workload + configuration, target = ops/s."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .calibrate import CALIBRATED, read_rows
+from .knobs import KNOBS, Configuration
+from .workload import Workload
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_DATASET = DATA_DIR / "calibration.jsonl"
+DEFAULT_MODEL = DATA_DIR / "model.pkl"
+DEFAULT_RANKING = DATA_DIR / "ranking.json"
+WORKLOAD_FEATURES = ("read_ratio", "log2_object_kib")
+
+
+def workload_of(row: dict[str, Any]) -> Workload:
+    return Workload(**row["workload"])
+
+
+@dataclass
+class FeatureSpace:
+    """Which knobs are features, and how a (workload, configuration) becomes a vector."""
+
+    knobs: tuple = CALIBRATED
+
+    @property
+    def names(self) -> list[str]:
+        out = list(WORKLOAD_FEATURES)
+        for k in self.knobs:
+            out.extend(KNOBS[k].feature_names())
+        return out
+
+    def vector(self, workload: Workload, config: Configuration) -> list[float]:
+        return workload.features() + config.features(self.knobs)
+
+    def matrix(self, workload: Workload, configs: Sequence[Configuration]) -> np.ndarray:
+        wf = workload.features()
+        return np.array([wf + c.features(self.knobs) for c in configs], dtype=np.float64)
+
+
+@dataclass
+class Dataset:
+    rows: list[dict[str, Any]]
+    space: FeatureSpace = field(default_factory=FeatureSpace)
+
+    @classmethod
+    def load(cls, path: Path | str = DEFAULT_DATASET, knobs: Sequence[str] = CALIBRATED) -> "Dataset":
+        rows = [r for r in read_rows(path) if r.get("ops", 0) > 0 and not r.get("errors")]
+        if not rows:
+            raise FileNotFoundError(f"no usable calibration rows in {path}")
+        return cls(rows, FeatureSpace(tuple(knobs)))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def X(self) -> np.ndarray:
+        return np.array([self.space.vector(workload_of(r), Configuration(r["knobs"])) for r in self.rows])
+
+    @property
+    def y(self) -> np.ndarray:
+        return np.array([r["ops_per_s"] for r in self.rows], dtype=np.float64)
+
+    @property
+    def config_ids(self) -> np.ndarray:
+        return np.array([r["config_id"] for r in self.rows])
+
+    @property
+    def workload_names(self) -> np.ndarray:
+        return np.array([r["workload"]["name"] for r in self.rows])
+
+    def workloads(self) -> list[Workload]:
+        seen: dict[str, Workload] = {}
+        for r in self.rows:
+            seen.setdefault(r["workload"]["name"], workload_of(r))
+        return list(seen.values())
+
+    def restart_seconds(self) -> list[float]:
+        """Measured restarts: stop to CQL-ready where recorded, else stop to the store answering
+        (which in the shipped dataset includes the driver's reconnection back-off)."""
+        out = []
+        for r in self.rows:
+            a = r.get("applied", {})
+            if a.get("restarted"):
+                v = a.get("node_restart_seconds") or a.get("restart_seconds", 0)
+                if v > 0:
+                    out.append(v)
+        return out
+
+    def median_restart_seconds(self, fallback: float = 12.0) -> float:
+        vals = sorted(set(self.restart_seconds()))
+        return float(np.median(vals)) if vals else fallback
+
+
+def mape(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    return float(np.mean(np.abs(y_pred - y_true) / np.abs(y_true)) * 100.0)
+
+
+def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    return float(math.sqrt(np.mean((y_pred - y_true) ** 2)))
+
+
+def r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    ss_res = float(np.sum((y_true - y_pred) ** 2))
+    ss_tot = float(np.sum((y_true - np.mean(y_true)) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")

@@ -1,0 +1,90 @@
+"""Surrogate accuracy as in seed 004 §4.7 / Table 2.
+
+Unseen configurations: 25% of the distinct configurations are held out (all their workloads),
+the model trains on the rest and predicts them. Unseen workloads: the same with 25% of the
+distinct workloads. 10 random trials each; the mean absolute percentage error, R^2 and RMSE
+(op/s) are averaged over the trials. Models: the 20-net ensemble, one net, LightGBM.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .dataset import Dataset, mape, r2, rmse
+from .surrogates import group_split, make
+
+RAFIKI_TABLE2 = {
+    "mlp-ensemble": {"config": {"error_pct": 7.5, "r2": 0.74, "rmse": 6859},
+                     "workload": {"error_pct": 5.6, "r2": 0.75, "rmse": 6157}},
+    "mlp-single": {"config": {"error_pct": 10.1, "r2": 0.51, "rmse": 9338},
+                   "workload": {"error_pct": 5.95, "r2": 0.73, "rmse": 6378}},
+}
+
+
+def holdout_trials(ds: Dataset, model: str, by: str, trials: int = 10, frac: float = 0.25,
+                   seed: int = 0, tick: Callable[[], None] | None = None) -> dict[str, float]:
+    X, y = ds.X, ds.y
+    groups = ds.config_ids if by == "config" else ds.workload_names
+    errs, r2s, rmses = [], [], []
+    for t in range(trials):
+        rng = np.random.default_rng(seed + t)
+        train, test = group_split(groups, frac, rng)
+        m = make(model, seed=seed + t).fit(X[train], y[train], ds.space)
+        pred = m.predict(X[test])
+        errs.append(mape(y[test], pred))
+        r2s.append(r2(y[test], pred))
+        rmses.append(rmse(y[test], pred))
+        if tick:
+            tick()
+    return {"error_pct": round(float(np.mean(errs)), 2), "error_pct_std": round(float(np.std(errs)), 2),
+            "r2": round(float(np.nanmean(r2s)), 3), "rmse": round(float(np.mean(rmses)), 1), "trials": trials}
+
+
+def evaluate(ds: Dataset, models: Sequence[str] = ("mlp-ensemble", "mlp-single", "lightgbm"),
+             trials: int = 10, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("evaluate", total=len(models) * 2 * trials)
+    tick = (lambda: bar.update(task, advance=1)) if bar else None
+    table: dict[str, dict[str, Any]] = {}
+    try:
+        for name in models:
+            table[name] = {by: holdout_trials(ds, name, by, trials, seed=seed, tick=tick)
+                           for by in ("config", "workload")}
+    finally:
+        if bar:
+            bar.stop()
+    best = min(table, key=lambda n: table[n]["config"]["error_pct"] + table[n]["workload"]["error_pct"])
+    return {
+        "unseen_config_error_pct": table[best]["config"]["error_pct"],
+        "unseen_workload_error_pct": table[best]["workload"]["error_pct"],
+        "best_model": best,
+        "models": table,
+        "rafiki_table2": RAFIKI_TABLE2,
+        "rows": len(ds), "configurations": int(len(np.unique(ds.config_ids))),
+        "workloads": int(len(np.unique(ds.workload_names))),
+        "trials": trials, "holdout": 0.25, "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def table2_text(result: dict[str, Any]) -> str:
+    """Rafiki's Table 2 layout, ours beside theirs."""
+    lines = ["                     | " + " | ".join(f"{m:>21}" for m in result["models"]) + " | Rafiki 20 nets | Rafiki 1 net",
+             "                     | " + " | ".join(f"{'Config.':>10} {'Workload':>10}" for _ in result["models"])
+             + " | Config. Workl. | Config. Workl."]
+    rk = result["rafiki_table2"]
+    for label, key, fmt in (("Prediction error %", "error_pct", "{:>10.1f}"), ("R2 value", "r2", "{:>10.2f}"),
+                            ("Avg. RMSE (op/s)", "rmse", "{:>10.1f}")):
+        cells = " | ".join(fmt.format(t["config"][key]) + " " + fmt.format(t["workload"][key])
+                           for t in result["models"].values())
+        ours = f"{label:<21}| {cells}"
+        e, s = rk["mlp-ensemble"], rk["mlp-single"]
+        lines.append(ours + f" | {e['config'][key]:>6} {e['workload'][key]:>6} | {s['config'][key]:>6} {s['workload'][key]:>6}")
+    return "\n".join(lines)
