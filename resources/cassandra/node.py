@@ -189,14 +189,8 @@ class CassandraNode(ManagedServer):
         self.set_overrides(overrides, replace=replace)
         return self.restart(timeout)
 
-    def stop(self, timeout: float = 60.0) -> bool:
-        # drain flushes memtables so the next start replays no commitlog
-        if self.is_running() and self.is_ready():
-            try:
-                self.nodetool("drain", timeout=60)
-            except Exception:
-                pass
-        return super().stop(timeout)
+    # No explicit `nodetool drain` before SIGTERM: Cassandra's shutdown hook drains (flushes
+    # memtables, closes the commitlog) itself, and a nodetool JVM would add 2-3 s to every restart.
 
     def wipe(self) -> None:
         """Stop and delete the instance's data (keeps its overrides)."""
