@@ -8,6 +8,7 @@ import yaml
 from asgard_dagster import CassandraIOManager
 from resources.cassandra import CassandraCluster, CassandraNode
 from resources.cassandra.config import base_config, render_config, token_for
+from resources.cassandra.nodetool import ring_status
 from resources.numa import numa_nodes, numactl_prefix
 from resources.stores import ObjectKey, StoreUnavailableError
 
@@ -75,8 +76,8 @@ def test_two_instances_form_one_ring_with_replication():
     ring = CassandraCluster(nodes=2, first_index=3, heap="1G")
     try:
         ring.start()
-        status = ring.nodes[0].nodetool("status")
-        assert status.count("UN  127.0.0.") == 2, status
+        for node in ring.nodes:  # every member sees both Up and Normal once start returns
+            assert ring_status(node.nodetool("status")) == {"127.0.0.3": "UN", "127.0.0.4": "UN"}
         from resources.stores.cassandra import CassandraObjectStore
 
         store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_rf2",

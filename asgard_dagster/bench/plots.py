@@ -63,7 +63,7 @@ def _what_if(summary: dict, path: Path) -> Path | None:
     palette = ["#1f77b4", "#9467bd", "#8c564b", "#e377c2"]
     for ax, c in zip(axes[0], cells):
         insts = list(c["what_if"])
-        _bars(ax, insts, [c["what_if"][i] for i in insts], palette[: len(insts)], "Perf/$ (1 / (s x $))",
+        _bars(ax, insts, [c["what_if"][i] for i in insts], palette[: len(insts)], r"Perf/\$ (1 / (s x \$))",
               f"{c['app']}\n{c['backend']}")
     fig.suptitle("Cassandra priced on each EC2 instance (measured latency)", fontsize=11)
     fig.tight_layout()
@@ -75,7 +75,7 @@ def _what_if(summary: dict, path: Path) -> Path | None:
 def plot_all(summary: dict, out: str | Path) -> list[Path]:
     out = Path(out)
     paths = [
-        _per_app(summary, "perf_per_usd", "Perf/$ (1 / (s x $))", "Perf/$ per backend (higher is better)",
+        _per_app(summary, "perf_per_usd", r"Perf/\$ (1 / (s x \$))", r"Perf/\$ per backend (higher is better)",
                  out / "perf_per_dollar.png"),
         _per_app(summary, "e2e_s", "E2E latency (s)", "End-to-end latency (lower is better)", out / "e2e_latency.png"),
     ]

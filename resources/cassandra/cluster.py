@@ -5,9 +5,12 @@ node, they share it. The first instance is the seed of every member.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import yaml
+
+from ..process import ServerError
 
 from ..numa import numa_nodes
 from ..paths import run_dir
@@ -37,9 +40,36 @@ class CassandraCluster:
             for i in range(nodes)
         ]
 
-    def start(self) -> dict[str, float]:
+    def start(self, converge_timeout: float = 90.0) -> dict[str, float]:
+        """Start every member, then wait until each sees all of them Up and Normal.
+
+        A member answers CQL before gossip has told the others it is alive; a write at
+        consistency ALL sent in that gap fails as Unavailable, so ``start`` returns only
+        once the ring has converged."""
         # one at a time: a node joins more reliably once the seed is up
-        return {n.name: n.start() for n in self.nodes}
+        times = {n.name: n.start() for n in self.nodes}
+        if len(self.nodes) > 1:
+            self.wait_converged(converge_timeout)
+        return times
+
+    def wait_converged(self, timeout: float = 90.0) -> None:
+        """Block until ``nodetool status`` on every member shows every member ``UN``."""
+        from .nodetool import ring_status
+
+        want = {n.address for n in self.nodes}
+        deadline = time.monotonic() + timeout
+        pending = list(self.nodes)
+        seen: dict[str, str] = {}
+        while pending:
+            seen = ring_status(pending[0].nodetool("status"))
+            if all(seen.get(address) == "UN" for address in want):
+                pending.pop(0)
+                continue
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"ring {sorted(want)} did not converge within {timeout:.0f}s: "
+                    f"{pending[0].address} sees {seen or 'no members'}; see {pending[0].log_file}")
+            time.sleep(1.0)
 
     def stop(self) -> None:
         for node in reversed(self.nodes):
@@ -52,6 +82,9 @@ class CassandraCluster:
             if overrides is not None:
                 node.set_overrides(overrides)
             times[node.name] = node.restart()
+            if len(self.nodes) > 1:
+                # the next member goes down only once this one is back in everyone's view
+                self.wait_converged()
         return times
 
     @property

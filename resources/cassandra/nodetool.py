@@ -2,11 +2,20 @@
 same jars, talking JMX on loopback."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
+from ..paths import cache_dir
 from .install import CASSANDRA_VERSION, install
 from .node import JVM17_FLAGS
+
+# nodetool has no logback.xml of its own on this classpath, so logback logs netty at DEBUG
+# into stdout, in front of what the command prints
+QUIET_LOGBACK = """<configuration><appender name="E" class="ch.qos.logback.core.ConsoleAppender">
+<target>System.err</target><encoder><pattern>%-5level %msg%n</pattern></encoder></appender>
+<root level="WARN"><appender-ref ref="E"/></root></configuration>
+"""
 
 
 class NodetoolError(RuntimeError):
@@ -15,9 +24,13 @@ class NodetoolError(RuntimeError):
 
 def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeout: float = 120) -> str:
     lib = install(version)
+    logback = cache_dir("cassandra") / "nodetool-logback.xml"
+    if not logback.exists() or logback.read_text() != QUIET_LOGBACK:
+        logback.write_text(QUIET_LOGBACK)
     cmd = [
         shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         *JVM17_FLAGS, "-Dcassandra.logdir=/tmp",
+        f"-Dlogback.configurationFile=file://{logback}",
         "-cp", f"{lib}/*", "org.apache.cassandra.tools.NodeTool",
         "-h", "127.0.0.1", "-p", str(jmx_port), *args,
     ]
@@ -25,3 +38,8 @@ def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeou
     if proc.returncode != 0:
         raise NodetoolError(f"nodetool {' '.join(args)} (JMX 127.0.0.1:{jmx_port}) failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
+
+
+def ring_status(output: str) -> dict[str, str]:
+    """``{address: state}`` from ``nodetool status`` output (state ``UN`` is up and normal)."""
+    return {m.group(2): m.group(1) for m in re.finditer(r"^([UD][NLJM])\s+(\d+\.\d+\.\d+\.\d+)", output, re.M)}
