@@ -85,6 +85,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
 
     @op(out=Out(dict))
     def recommend_configuration(plan: dict) -> Output:
+        from tuner.anova import key_knobs
         from tuner.dataset import DEFAULT_MODEL
         from tuner.search import search
         from tuner.surrogates import Surrogate
@@ -93,7 +94,8 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
         config = RetuneConfig(**plan["config"])
         model = Surrogate.load(config.model_path or DEFAULT_MODEL)
         workload = Workload(**plan["workload"])
-        result = search(model, workload, method=config.method, evaluations=config.evaluations)
+        # the ANOVA key knobs only: each was varied in calibration, so the surrogate has seen them move
+        result = search(model, workload, knobs=key_knobs(model), method=config.method, evaluations=config.evaluations)
         return Output(
             {"workload": plan["workload"], "knobs": result.config.as_dict(), "search": result.as_dict(),
              "config": plan["config"]},

@@ -57,12 +57,11 @@ def test_cost_of_a_cassandra_run_by_hand():
 
 def test_cost_of_s3_runs_counts_requests():
     p = cost.Prices.load()
-    writes = [{"chunks": 2}, {"chunks": 1}]
-    reads = [{"chunks": 2}, {"chunks": 2}, {"chunks": 1}]
-    # ours: write = manifest GET + chunk PUTs + manifest PUT; read = manifest GET + chunk GETs
-    assert cost.s3_requests(writes, reads, stock=False) == (3 + 2, 2 + 3 + 3 + 2)
-    # stock S3PickleIOManager: write = exists-GET + PUT; read = GET
-    assert cost.s3_requests(writes, reads, stock=True) == (2, 2 + 3)
+    before = {"putobject": 10, "getobject": 4, "listobjectsv1": 1}
+    after = {"putobject": 13, "getobject": 9, "headobject": 2, "listobjectsv1": 3, "deletemultipleobjects": 5,
+             "newmultipartupload": 1, "putobjectpart": 2, "completemultipartupload": 1}
+    # PUT class: 3 PUT + 2 LIST + multipart (1 + 2 parts + 1); GET class: 5 GET + 2 HEAD; deletes free
+    assert cost.s3_requests(before, after) == (3 + 2 + 4, 5 + 2)
     c = cost.run_cost("s3", 10.0, 8.0, 3, 5, 10, p)
     assert c.storage_usd == pytest.approx(5 * 0.000005 + 10 * 0.0000004) == pytest.approx(0.000029)
     assert c.storage_basis == "5 PUT + 10 GET"
@@ -150,7 +149,7 @@ def test_tiny_bench_through_the_cli(tmp_path, cassandra_node):
 
     md = (out / "summary.md").read_text()
     for cell in ("| video_analytics | cassandra |", "| video_analytics | redis |", "| lightgbm_forest | cassandra |",
-                 "Instance what-if", "+189%"):
+                 "Instance what-if", "Cassandra (default) over S3, Perf/$: +189%"):
         assert cell in md
     summary = json.loads((out / "summary.json").read_text())
     cass = next(c for c in summary["cells"] if c["app"] == "lightgbm_forest" and c["backend"] == "cassandra")
@@ -160,3 +159,30 @@ def test_tiny_bench_through_the_cli(tmp_path, cassandra_node):
     for png in ("perf_per_dollar.png", "e2e_latency.png", "instance_what_if.png"):
         data = (out / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, png
+
+
+def test_s3_requests_are_measured_at_the_server(tmp_path, minio_server):
+    """Both S3 peers priced by the requests MinIO counted during each run: ours (chunks and a
+    manifest per write) and dagster-aws's stock manager (its start-up LIST included)."""
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(apps_command, [
+        "--apps", "word_count", "--backends", "s3,s3_stock,local", "--repetitions", "1", "--small",
+        "--fanout", "2", "--no-warmup", "--out", str(out), "--json",
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = {r["backend"]: r for r in csv.DictReader(open(out / "runs.csv"))}
+    assert set(rows) == {"s3", "s3_stock", "local"} and all(r["success"] == "True" for r in rows.values())
+    ours, stock, local = rows["s3"], rows["s3_stock"], rows["local"]
+    writes, reads = int(ours["n_writes"]), int(ours["n_reads"])
+    # ours: at least one chunk PUT and the manifest PUT per write; a manifest GET and a chunk GET per read
+    assert int(ours["s3_puts"]) >= 2 * writes and int(ours["s3_gets"]) >= 2 * reads
+    # stock: a PUT per write, plus the LIST each step process's manager sends when it starts
+    assert int(stock["s3_puts"]) > int(stock["n_writes"]) and int(stock["s3_gets"]) >= int(stock["n_reads"])
+    prices = cost.Prices.load()
+    for r in (ours, stock):
+        storage = int(r["s3_puts"]) * S3_PUT + int(r["s3_gets"]) * S3_GET
+        assert float(r["storage_usd"]) == pytest.approx(storage, rel=1e-9)
+        assert r["storage_basis"] == f"{r['s3_puts']} PUT + {r['s3_gets']} GET"
+    assert int(local["s3_puts"]) == int(local["s3_gets"]) == 0 and float(local["storage_usd"]) == 0.0
+    md = (out / "summary.md").read_text()
+    assert "| word_count | local * |" in md and "a floor, not a peer" in md

@@ -33,3 +33,32 @@ def test_restart_needed_only_for_restart_only_knobs():
     base = Configuration()
     assert not needs_restart(base, Configuration(concurrent_writes=64, compaction="LCS"))
     assert needs_restart(base, Configuration(memtable_flush_writers=4))
+
+
+def test_a_gain_within_the_surrogates_error_does_not_pay():
+    # +30% predicted, but the model is off by 25% on unseen configurations: 1300 x 0.75 < 1000
+    d = should_reconfigure(1000, 1300, lookahead_s=10_000, restart_seconds=12, uncertainty=0.25)
+    assert not d.reconfigure and "within the surrogate's error of 25.0%" in d.reason
+    assert d.new_ops_per_s == pytest.approx(975)
+    # +60% predicted with the same error still wins: 1600 x 0.75 = 1200 over the whole window
+    d = should_reconfigure(1000, 1600, lookahead_s=10_000, restart_seconds=12, uncertainty=0.25)
+    assert d.reconfigure and d.benefit_ops == pytest.approx(200 * (10_000 - 12))
+    with pytest.raises(ValueError, match="uncertainty"):
+        should_reconfigure(1000, 1600, 1, 1, uncertainty=1.5)
+
+
+def test_decide_discounts_by_the_models_heldout_error():
+    from tuner.costbenefit import decide
+    from tuner.dataset import DEFAULT_MODEL
+    from tuner.surrogates import Surrogate
+    from tuner.workload import Workload
+
+    model = Surrogate.load(DEFAULT_MODEL)
+    workload = Workload(read_ratio=0.5, object_kib=16)
+    current, new = Configuration(), Configuration(concurrent_writes=64)
+    model.heldout_error_pct = 0.0
+    trusting = decide(model, workload, current, new, lookahead_s=3600, restart_seconds=12)
+    model.heldout_error_pct = 40.0
+    doubting = decide(model, workload, current, new, lookahead_s=3600, restart_seconds=12)
+    assert doubting.new_ops_per_s == pytest.approx(trusting.new_ops_per_s * 0.6)
+    assert doubting.benefit_ops < trusting.benefit_ops

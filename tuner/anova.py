@@ -84,3 +84,23 @@ def knee(scores: Sequence[float], min_k: int = 2, max_k: int = 6) -> int:
         if ratio > best_ratio:
             best_k, best_ratio = k, ratio
     return best_k
+
+
+def key_knobs(model: Any = None, ranking_path: Any = None) -> list[str]:
+    """The key knobs of the shipped (or given) ANOVA ranking that ``model`` knows; every knob of
+    the model when no ranking is there. Searching only these keeps the search where the
+    calibration varied each knob, instead of in corners no measurement reached."""
+    import json
+    from pathlib import Path
+
+    from .dataset import DEFAULT_RANKING
+
+    known = list(model.space.knobs) if model is not None else None
+    try:
+        ranking = json.loads(Path(ranking_path or DEFAULT_RANKING).read_text())
+        keys = [k for k in ranking["key_knobs"] if known is None or k in known]
+        if keys:
+            return keys
+    except (OSError, ValueError, KeyError):
+        pass
+    return known or []

@@ -196,14 +196,9 @@ def validate(index, read_ratios, object_kib, duration, repeats, model_path, knob
 
 
 def _key_knobs(model) -> list[str]:
-    try:
-        ranking = json.loads(DEFAULT_RANKING.read_text())
-        keys = [k for k in ranking["key_knobs"] if k in model.space.knobs]
-        if keys:
-            return keys
-    except (OSError, ValueError, KeyError):
-        pass
-    return list(model.space.knobs)
+    from .anova import key_knobs
+
+    return key_knobs(model)
 
 
 class _spinner:

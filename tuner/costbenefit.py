@@ -7,6 +7,10 @@ slowed by a live change,
     C = H(W, C_old) * T_r                                     [operations]
 (restarts also eat into the window: the new configuration serves T_L - T_r seconds).
 Reconfigure iff B > C (optionally by a margin).
+
+A surrogate's prediction is only as good as its held-out error: :func:`decide` discounts the
+new configuration's predicted throughput by that error (``uncertainty``), so a gain the model
+cannot tell from its own error never pays for a restart.
 """
 from __future__ import annotations
 
@@ -40,22 +44,31 @@ class Decision:
 
 def should_reconfigure(current_ops_per_s: float, new_ops_per_s: float, lookahead_s: float,
                        restart_seconds: float, needs_restart: bool = True, live_seconds: float = 0.0,
-                       live_slowdown: float = 0.1, margin: float = 0.0) -> Decision:
+                       live_slowdown: float = 0.1, margin: float = 0.0, uncertainty: float = 0.0) -> Decision:
     """Decide with the throughputs (measured or predicted) of the old and new configuration.
 
     ``restart_seconds``: measured stop-to-ready time of this node; ``live_seconds``: how long
     live (nodetool / ALTER TABLE) changes take, during which throughput drops by
-    ``live_slowdown``. ``margin``: required net gain as a fraction of the cost.
+    ``live_slowdown``. ``margin``: required net gain as a fraction of the cost. ``uncertainty``:
+    relative error of ``new_ops_per_s`` (a surrogate's held-out error, 0..1); the benefit is
+    counted from ``new_ops_per_s * (1 - uncertainty)``.
     """
     if lookahead_s < 0 or restart_seconds < 0 or current_ops_per_s < 0 or new_ops_per_s < 0:
         raise ValueError("throughputs and durations must be non-negative")
+    if not 0.0 <= uncertainty < 1.0:
+        raise ValueError(f"uncertainty is a fraction in [0, 1), got {uncertainty}")
+    predicted_ops_per_s = new_ops_per_s
+    new_ops_per_s = new_ops_per_s * (1.0 - uncertainty)
     downtime = restart_seconds if needs_restart else 0.0
     serving = max(0.0, lookahead_s - downtime)
     benefit = (new_ops_per_s - current_ops_per_s) * serving
     cost = current_ops_per_s * downtime + current_ops_per_s * live_slowdown * live_seconds
     go = benefit > cost * (1.0 + margin) and new_ops_per_s > current_ops_per_s
-    if new_ops_per_s <= current_ops_per_s:
+    if predicted_ops_per_s <= current_ops_per_s:
         reason = "the new configuration is not faster"
+    elif new_ops_per_s <= current_ops_per_s:
+        reason = (f"the predicted gain of {(predicted_ops_per_s / max(current_ops_per_s, 1e-9) - 1) * 100:+.1f}% "
+                  f"is within the surrogate's error of {uncertainty * 100:.1f}%")
     elif go:
         reason = f"gain {benefit:.0f} ops over {lookahead_s:.0f}s exceeds the {cost:.0f} ops lost to reconfiguring"
     else:
@@ -69,7 +82,9 @@ def needs_restart(old: Configuration, new: Configuration) -> bool:
 
 def decide(model: Any, workload: Any, current: Configuration, new: Configuration, lookahead_s: float,
            restart_seconds: float, **kw: Any) -> Decision:
-    """:func:`should_reconfigure` with throughputs predicted by a surrogate."""
+    """:func:`should_reconfigure` with throughputs predicted by a surrogate, discounted by its
+    held-out error (``model.heldout_error_pct``, set by :func:`tuner.surrogates.pick_best`)."""
     cur, nxt = model.predict(model.space.matrix(workload, [current, new]))
+    kw.setdefault("uncertainty", min(float(getattr(model, "heldout_error_pct", 0.0) or 0.0) / 100.0, 0.99))
     return should_reconfigure(float(cur), float(nxt), lookahead_s, restart_seconds,
                               needs_restart=needs_restart(current, new), **kw)

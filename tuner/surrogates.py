@@ -32,6 +32,7 @@ class Surrogate(abc.ABC):
         self.calls = 0  # predict invocations
         self.rows_predicted = 0
         self.fit_seconds = 0.0
+        self.heldout_error_pct: float | None = None  # % error on held-out configurations
 
     @abc.abstractmethod
     def _fit(self, X: np.ndarray, y_log: np.ndarray) -> None: ...
@@ -200,4 +201,8 @@ def pick_best(X: np.ndarray, y: np.ndarray, groups: np.ndarray, space: FeatureSp
         m = make(name).fit(X[train], y[train], space)
         scores[name] = mape(y[test], m.predict(X[test]))
     best = min(scores, key=scores.get)
-    return make(best).fit(X, y, space), scores
+    model = make(best).fit(X, y, space)
+    # how far a prediction for an unmeasured configuration may be off: the cost-benefit
+    # analysis discounts predicted gains by it
+    model.heldout_error_pct = float(scores[best])
+    return model, scores

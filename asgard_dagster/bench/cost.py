@@ -122,17 +122,28 @@ def perf_per_dollar(e2e_seconds: float, cost_usd: float) -> float:
     return 1.0 / (e2e_seconds * cost_usd)
 
 
-def s3_requests(writes: list[dict], reads: list[dict], stock: bool) -> tuple[int, int]:
-    """(PUTs, GETs) a run made on S3, from its outputs and inputs.
+#: S3 APIs billed at the PUT, COPY, POST, LIST price; DELETE is free; everything else
+#: (GET, HEAD, ...) is billed at the GET price (https://aws.amazon.com/s3/pricing/)
+S3_PUT_CLASS = frozenset({
+    "putobject", "copyobject", "postpolicybucket", "listobjectsv1", "listobjectsv2", "listobjectversions",
+    "listbuckets", "listmultipartuploads", "listobjectparts", "newmultipartupload", "putobjectpart",
+    "copyobjectpart", "completemultipartupload", "putbucket", "putbucketpolicy", "putbucketlifecycle",
+    "putobjecttagging", "putbuckettagging",
+})
+S3_FREE = frozenset({"deleteobject", "deletemultipleobjects", "abortmultipartupload", "deletebucket"})
 
-    Our :class:`~asgard_dagster.S3IOManager` (resources/stores/s3.py): a write is one GET of the
-    previous manifest, one PUT per chunk and one PUT of the manifest; a read is one GET of the
-    manifest and one GET per chunk (``chunks`` from the output's metadata).
-    dagster-aws's ``S3PickleIOManager``: a write is a GET (``path_exists``) and one PUT; a read one GET.
-    Deletes are free and not counted.
-    """
-    if stock:
-        return len(writes), len(writes) + len(reads)
-    puts = sum(int(w.get("chunks") or 1) + 1 for w in writes)
-    gets = len(writes) + sum(1 + int(r.get("chunks") or 1) for r in reads)
+
+def s3_requests(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
+    """(PUT-class, GET-class) requests between two snapshots of the S3 server's per-API counters
+    (:meth:`resources.minio.MinioServer.request_counts`): what a run really sent, whichever IO
+    manager sent it (the stock manager's LIST at start-up and multipart uploads included)."""
+    puts = gets = 0
+    for api, n in after.items():
+        delta = n - before.get(api, 0)
+        if delta <= 0 or api in S3_FREE:
+            continue
+        if api in S3_PUT_CLASS:
+            puts += delta
+        else:
+            gets += delta
     return puts, gets

@@ -15,14 +15,21 @@ BACKEND_COLORS = {
     "s3_stock": "#ffbb78", "local": "#7f7f7f", "fs_stock": "#c7c7c7",
 }
 ORDER = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local", "fs_stock")
+#: the paper's order of the applications (Figure 4 is video analytics, Figure 5 LightGBM)
+APP_ORDER = ("video_analytics", "lightgbm_forest", "word_count")
+#: hatched: measured as a floor, not deployable between Lambda functions (see apps.NOT_DEPLOYABLE)
+FLOOR = ("local", "fs_stock")
 
 
-def _bars(ax, labels, stats, colors, ylabel, title):
+def _bars(ax, labels, stats, colors, ylabel, title, hatched=()):
     med = [s["median"] or 0.0 for s in stats]
     lo = [max((s["median"] or 0.0) - (s["min"] if s["min"] is not None else 0.0), 0.0) for s in stats]
     hi = [max((s["max"] if s["max"] is not None else 0.0) - (s["median"] or 0.0), 0.0) for s in stats]
     x = range(len(labels))
-    ax.bar(x, med, yerr=[lo, hi], capsize=4, color=colors, edgecolor="black", linewidth=0.5)
+    bars = ax.bar(x, med, yerr=[lo, hi], capsize=4, color=colors, edgecolor="black", linewidth=0.5)
+    for bar, label in zip(bars, labels):
+        if label in hatched:
+            bar.set_hatch("//")
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
@@ -36,13 +43,16 @@ def _per_app(summary: dict, metric: str, ylabel: str, title: str, path: Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    apps = sorted({c["app"] for c in summary["cells"]})
+    apps = sorted({c["app"] for c in summary["cells"]},
+                  key=lambda a: (APP_ORDER.index(a) if a in APP_ORDER else 99, a))
     fig, axes = plt.subplots(1, max(len(apps), 1), figsize=(4.2 * max(len(apps), 1), 3.8), squeeze=False)
     for ax, app in zip(axes[0], apps):
         cells = sorted((c for c in summary["cells"] if c["app"] == app),
                        key=lambda c: ORDER.index(c["backend"]) if c["backend"] in ORDER else 99)
         _bars(ax, [c["backend"] for c in cells], [c[metric] for c in cells],
-              [BACKEND_COLORS.get(c["backend"], "#999999") for c in cells], ylabel, app)
+              [BACKEND_COLORS.get(c["backend"], "#999999") for c in cells], ylabel, app, hatched=FLOOR)
+    if any(c["backend"] in FLOOR for c in summary["cells"]):
+        title += "; hatched: local files, a floor (not passable between Lambda functions)"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

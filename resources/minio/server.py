@@ -124,7 +124,10 @@ class MinioServer(ManagedServer):
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(MINIO_ROOT_USER=self.access_key, MINIO_ROOT_PASSWORD=self.secret_key,
-                   MINIO_UPDATE="off", MINIO_BROWSER_REDIRECT="off")
+                   MINIO_UPDATE="off", MINIO_BROWSER_REDIRECT="off",
+                   # the request counters `asgard bench apps` prices S3 by; the server binds to
+                   # loopback only, so reading them without a token exposes nothing
+                   MINIO_PROMETHEUS_AUTH_TYPE="public")
         return env
 
     def is_ready(self) -> bool:
@@ -150,6 +153,27 @@ class MinioServer(ManagedServer):
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2, "mode": "standard"},
                           connect_timeout=2, read_timeout=30),
         )
+
+    def request_counts(self) -> dict[str, int]:
+        """S3 API requests served since the server started, ``{api: count}`` with lower-case
+        API names (``putobject``, ``getobject``, ``headobject``, ``listobjectsv2``, ...), from
+        its Prometheus metrics (v3: live counters; v2's are refreshed only every 10 s)."""
+        import re
+
+        url = f"{self.endpoint}/minio/metrics/v3/api/requests"
+        try:
+            with urllib.request.urlopen(url, timeout=5.0) as resp:
+                text = resp.read().decode()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ServerError(f"MinIO metrics at {url} unreadable ({exc}); restart it with "
+                              "`asgard minio down && asgard minio up` so MINIO_PROMETHEUS_AUTH_TYPE=public applies") from exc
+        counts: dict[str, int] = {}
+        for m in re.finditer(r'^minio_api_requests_total\{([^}]*)\}\s+([0-9.e+]+)$', text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels.get("type", "s3") == "s3" and "name" in labels:
+                api = labels["name"].lower()
+                counts[api] = counts.get(api, 0) + int(float(m.group(2)))
+        return counts
 
     def ensure_bucket(self, bucket: str | None = None) -> str:
         """Create ``bucket`` (default: the server's) unless it exists; returns its name."""
