@@ -174,7 +174,8 @@ def bench():
 
 @bench.command("io")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON instead of a table.")
-@click.option("--backends", default="cassandra,redis,s3,local", show_default=True, help="Comma-separated backends.")
+@click.option("--backends", default="cassandra,redis,s3,s3_stock,local", show_default=True,
+              help="Comma-separated backends (s3_stock: dagster-aws's own S3PickleIOManager on the same MinIO).")
 @click.option("--sizes-mib", default="1,16,64", show_default=True, help="Object sizes for the MB/s rows.")
 @click.option("--small-ops", default=2000, show_default=True, help="10 KiB objects per ops/s measurement.")
 @click.option("--repeat", default=3, show_default=True, help="Repetitions per size (best is reported).")

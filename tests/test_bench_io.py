@@ -13,7 +13,7 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    backends = {"cassandra", "redis", "s3", "local"}
+    backends = {"cassandra", "redis", "s3", "s3_stock", "local"}
     throughput = [r for r in rows if r["write_mb_s"] is not None]
     assert {r["backend"] for r in throughput} == backends
     assert all(r["object_bytes"] == 1024 * 1024 and r["write_mb_s"] > 0 and r["read_mb_s"] > 0 for r in throughput)
@@ -23,3 +23,48 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     assert {r["backend"] for r in memory} == backends
     assert all(r["write_extra_memory_x"] >= 0 and r["read_extra_memory_x"] >= 0 for r in memory)
     assert set(rows[0]) >= {"backend", "object_bytes", "write_mb_s", "read_mb_s", "ops_s"}
+
+
+def test_bench_io_s3_against_stock_s3_peer(minio_server):
+    import uuid
+
+    import numpy as np
+
+    from asgard_dagster.bench.io import StockS3Peer, open_peer, run_io_bench
+    from resources.stores import ObjectKey
+
+    client = minio_server.client()
+
+    def stock_objects(prefix: str) -> set[str]:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket="asgard", Prefix=prefix)
+        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+    # the peer drives dagster-aws's S3PickleIOManager: one pickled object per op output, at
+    # <prefix>/storage/<run_id>/<step_key>/<output>, gone after purge_scope
+    peer = open_peer("s3_stock")
+    assert isinstance(peer, StockS3Peer) and peer.prefix == "dagster-stock"
+    peer.ping()
+    run_id = f"test-stock-{uuid.uuid4().hex[:8]}"
+    key = ObjectKey.for_run(run_id, "make", "result")
+    data = np.arange(1000, dtype=np.int64)
+    peer.put(key, data)
+    run_prefix = f"dagster-stock/storage/{run_id}/"
+    assert stock_objects(run_prefix) == {f"{run_prefix}make/result"} == {peer.object_name(key)}
+    back, _ = peer.get(key)
+    assert np.array_equal(back, data)
+    peer.purge_scope(key.scope)
+    assert stock_objects(run_prefix) == set()
+
+    before = stock_objects("dagster-stock/storage/bench-")
+    rows = run_io_bench(["s3", "s3_stock"], sizes_mib=[1], small_ops=20, repeat=1, memory_mib=8, progress=False)
+    backends = {"s3", "s3_stock"}
+    throughput = [r for r in rows if r["write_mb_s"] is not None]
+    assert {r["backend"] for r in throughput} == backends and len(throughput) == 2
+    assert all(r["object_bytes"] == 1024 * 1024 and r["write_mb_s"] > 0 and r["read_mb_s"] > 0 for r in throughput)
+    ops = [r for r in rows if r["ops_s"] is not None]
+    assert {r["backend"] for r in ops} == backends and all(r["ops_s"] > 0 for r in ops)
+    memory = [r for r in rows if "write_extra_memory_x" in r]
+    assert {r["backend"] for r in memory} == backends
+    assert all(r["object_bytes"] == 8 * 1024 * 1024 for r in memory)
+    assert all(r["write_extra_memory_x"] >= 0 and r["read_extra_memory_x"] >= 0 for r in memory)
+    assert stock_objects("dagster-stock/storage/bench-") == before  # the bench leaves nothing behind

@@ -77,17 +77,46 @@ def test_apply_live_only_does_not_restart(tuner_node, tuner_store):
     prev = Configuration(file_cache_size_mib=128, memtable_heap_space_mib=128, compaction="LCS", concurrent_writes=16)
     apply(tuner_node, tuner_store, prev, None)
     pid = tuner_node.pid()
-    new = prev.replace(concurrent_writes=48, compaction="UCS", ucs_scaling_parameters="L4")
+    new = prev.replace(concurrent_writes=48, compaction="UCS", ucs_scaling_parameters="L4", memtable="trie")
     res = apply(tuner_node, tuner_store, new, prev)
     assert not res.restarted and tuner_node.pid() == pid
     assert res.live == ["setconcurrency MutationStage 48"] and "UnifiedCompactionStrategy" in res.table[0]
+    assert "memtable = 'trie'" in res.table[0]
     assert "MutationStage" in tuner_node.nodetool("getconcurrency", "MutationStage")
     assert "48" in tuner_node.nodetool("getconcurrency", "MutationStage")
     meta = tuner_store.session.execute(
-        "SELECT compaction FROM system_schema.tables WHERE keyspace_name = 'asgard_tuner_test' AND table_name = 'objects'"
+        "SELECT compaction, memtable FROM system_schema.tables "
+        "WHERE keyspace_name = 'asgard_tuner_test' AND table_name = 'objects'"
     ).one()
     assert meta.compaction["class"].endswith("UnifiedCompactionStrategy") and meta.compaction["scaling_parameters"] == "L4"
+    assert meta.memtable == "trie" and tuner_node.pid() == pid  # switched live, no restart
     back = apply(tuner_node, tuner_store, Configuration(), new)
     assert back.restarted and back.restart_seconds > 0
     assert tuner_node.settings(["file_cache_enabled"]) == {"file_cache_enabled": "false"}
+    assert "memtable = 'default'" in back.table[0]
     json.dumps(back.as_dict())
+
+
+def test_validate_measures_tuned_default_and_a_real_grid(tuner_node):
+    """`asgard tune validate --real-grid 1` in miniature: the shipped surrogate's pick and every
+    grid value of the top key knob, each measured on the real node, the tuned pick set against
+    the best the grid measured."""
+    from tuner.anova import key_knobs
+    from tuner.dataset import DEFAULT_MODEL
+    from tuner.knobs import KNOBS
+    from tuner.surrogates import Surrogate
+    from tuner.validate import json_key, validate
+
+    result = validate([0.5], 16, duration_s=0.4, repeats=1, model_path=str(DEFAULT_MODEL), progress=False,
+                      stop_after=False, real_grid=1, keyspace="asgard_tuner_test", node=tuner_node)
+    (row,) = result["workloads"]
+    top = key_knobs(Surrogate.load(DEFAULT_MODEL))[0]
+    assert result["real_grid_knobs"] == [top]
+    grid = row["real_grid"]
+    # every grid value of the knob was measured (the default once as "default")
+    assert grid["configs"] == len(KNOBS[top].values_for_grid())
+    assert all(v > 0 for v in grid["ops_per_s"].values()) and json_key(Configuration()) in grid["ops_per_s"]
+    assert grid["best_ops_per_s"] == max(grid["ops_per_s"].values())
+    assert grid["tuned_vs_best_pct"] == pytest.approx((row["tuned_ops_per_s"] / grid["best_ops_per_s"] - 1) * 100, abs=0.02)
+    assert row["default_ops_per_s"] > 0 and row["tuned_ops_per_s"] > 0 and len(row["samples"]["default"]) == 2
+    assert tuner_node.is_running()

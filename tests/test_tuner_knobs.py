@@ -79,3 +79,36 @@ def test_plan_has_min_max_default_and_few_restarts():
     groups = {x.config.restart_part() for x in p}
     # ordered by restart group: restarts = groups - 1 (the default group first) + 1 back to default
     assert count_restarts(p) <= len(groups)
+
+
+def test_memtable_is_a_live_table_knob_rendered_as_a_string_option(tmp_path):
+    from resources.cassandra.config import base_config
+
+    kb = KNOBS["memtable"]
+    assert kb.apply == TABLE and kb.default == "default" and kb.choices == ("default", "skiplist", "trie")
+    trie = Configuration(memtable="trie")
+    assert trie.table_options()["memtable"] == "trie"
+    cql = trie.alter_table_cql("ks")
+    assert cql.startswith("ALTER TABLE ks.objects WITH compaction = {") and cql.endswith(" AND memtable = 'trie'")
+    assert "memtable = 'default'" in Configuration().alter_table_cql("ks")
+    # only ALTER TABLE: no yaml override, no nodetool command, no restart
+    assert trie.yaml_overrides() == Configuration().yaml_overrides() and "memtable" not in trie.live_commands()
+    assert trie.restart_part() == Configuration().restart_part() and set(trie.diff(Configuration())) == {"memtable"}
+    with pytest.raises(KnobChoiceError):
+        Configuration(memtable="ShardedSkipListMemtable")
+    # every choice is a configuration the rendered cassandra.yaml defines
+    configurations = base_config(tmp_path, "127.0.0.9", ["127.0.0.9"])["memtable"]["configurations"]
+    assert set(kb.choices) <= set(configurations) and configurations["trie"] == {"class_name": "TrieMemtable"}
+    # the shipped model's feature space (calibrated knobs only) still scores such configurations
+    from tuner.calibrate import config_id, read_rows
+    from tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL
+    from tuner.surrogates import Surrogate
+    from tuner.workload import Workload
+
+    model = Surrogate.load(DEFAULT_MODEL)
+    p = model.predict(model.space.matrix(Workload(0.5, 16), [Configuration(), trie]))
+    assert p.shape == (2,) and all(v > 0 for v in p)
+    # the new knob at its default leaves configuration ids (calibration resume keys) unchanged
+    rows = read_rows(DEFAULT_DATASET)[:50]
+    assert rows and all(config_id(Configuration(r["knobs"])) == r["config_id"] for r in rows)
+    assert config_id(Configuration()) != config_id(trie)

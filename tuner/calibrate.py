@@ -22,7 +22,11 @@ from typing import Any, Callable, Iterable, Sequence
 from .knobs import KNOBS, RESTART, Configuration, KnobConstraintError, apply, random_configuration
 from .workload import Workload, run_workload, standard_workloads
 
-#: knobs calibrated by default: Rafiki's five (with 5.0 successors) and the other cheap ones
+#: knobs calibrated by default: Rafiki's five (with 5.0 successors) and the other cheap ones.
+#: Not every knob of :data:`~tuner.knobs.KNOBS` is here: ``memtable`` (the table's memtable
+#: implementation, live via ALTER TABLE) is available but not calibrated by default -- the
+#: shipped dataset and model have no values for it; pass ``knobs=(*CALIBRATED, "memtable")``
+#: to measure it.
 CALIBRATED = (
     "compaction", "concurrent_writes", "concurrent_reads", "concurrent_compactors",
     "compaction_throughput_mib", "key_cache_size_mib", "compression", "chunk_length_kib",
@@ -40,8 +44,17 @@ class PlannedConfig:
         return config_id(self.config)
 
 
+#: knobs added after the shipped dataset was measured: left out of the id while at their
+#: default, so existing ids (and the resume of an interrupted calibration) stay unchanged
+_ID_OMIT_AT_DEFAULT = ("memtable",)
+
+
 def config_id(config: Configuration) -> str:
-    return hashlib.sha1(json.dumps(config.as_dict(), sort_keys=True).encode()).hexdigest()[:10]
+    d = config.as_dict()
+    for name in _ID_OMIT_AT_DEFAULT:
+        if d.get(name) == KNOBS[name].default:
+            d.pop(name)
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def one_at_a_time(knobs: Sequence[str]) -> list[PlannedConfig]:

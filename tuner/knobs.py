@@ -6,7 +6,10 @@ Three ways a knob reaches a running node:
   ``setcompactionthroughput``, ``setcachecapacity``). The value is *also* written to the node's
   yaml overrides so that a later restart keeps it.
 * ``table``    -- ``ALTER TABLE <ks>.objects WITH ...`` (compaction strategy and its options,
-  compression); schema changes are persistent and need no restart.
+  compression and chunk length, memtable implementation); schema changes are persistent and
+  need no restart. ``memtable`` names one of the configurations that
+  ``resources.cassandra.config.base_config`` defines in ``cassandra.yaml``
+  (``skiplist``, ``trie``, ``default`` = skiplist).
 * ``restart``  -- ``cassandra.yaml`` only (``file_cache_size``, memtable space, flush writers,
   allocation type, ...): :func:`apply` restarts the node only when one of these changed.
 
@@ -168,6 +171,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     _k(name="chunk_length_kib", kind="int", default=16, apply=TABLE, low=4, high=256, log=True,
        grid=(4, 16, 64, 256), discrete=True, unit="KiB", active_when=("compression", ("LZ4", "Zstd")),
        help="compression chunk_length_in_kb (power of two)"),
+    _k(name="memtable", kind="choice", default="default", apply=TABLE, choices=("default", "skiplist", "trie"),
+       help="memtable implementation (ALTER TABLE ... WITH memtable = '<name>'): a configuration named "
+            "in cassandra.yaml's memtable.configurations; default and skiplist = SkipListMemtable, "
+            "trie = TrieMemtable"),
     # ---- live via nodetool (also persisted to yaml) ----
     _k(name="concurrent_writes", kind="int", default=32, apply=LIVE, low=4, high=128, log=True,
        grid=(8, 16, 32, 64, 128), yaml_key="concurrent_writes", rafiki="concurrent writes (CW)",
@@ -292,8 +299,9 @@ class Configuration:
                 out[kb.yaml_key] = v
         return out
 
-    def table_options(self) -> dict[str, dict[str, str]]:
-        """``{"compaction": {...}, "compression": {...}}`` as CQL map literals' contents."""
+    def table_options(self) -> dict[str, dict[str, str] | str]:
+        """``{"compaction": {...}, "compression": {...}, "memtable": "<name>"}``: the map-valued
+        options as CQL map literals' contents, ``memtable`` as a plain string option."""
         d = self.as_dict()
         cm = d["compaction"]
         comp: dict[str, str] = {"class": COMPACTION_CLASS[cm]}
@@ -309,16 +317,18 @@ class Configuration:
         cls = COMPRESSION_CLASS[d["compression"]]
         compression = {"enabled": "false"} if cls is None else {
             "class": cls, "chunk_length_in_kb": str(d["chunk_length_kib"])}
-        return {"compaction": comp, "compression": compression}
+        return {"compaction": comp, "compression": compression, "memtable": d["memtable"]}
 
     def alter_table_cql(self, keyspace: str, table: str = "objects") -> str:
         opts = self.table_options()
 
-        def lit(m: dict[str, str]) -> str:
+        def lit(m: dict[str, str] | str) -> str:
+            if isinstance(m, str):
+                return "'" + m.replace("'", "''") + "'"
             return "{" + ", ".join(f"'{k}': '{v}'" for k, v in m.items()) + "}"
 
-        return (f"ALTER TABLE {keyspace}.{table} WITH compaction = {lit(opts['compaction'])} "
-                f"AND compression = {lit(opts['compression'])}")
+        return f"ALTER TABLE {keyspace}.{table} WITH " + " AND ".join(
+            f"{name} = {lit(value)}" for name, value in opts.items())
 
     def live_commands(self) -> dict[str, list[str]]:
         """nodetool argument lists that set each live knob."""

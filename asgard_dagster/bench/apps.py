@@ -266,13 +266,18 @@ class CassandraConfigurator:
             cluster.shutdown()
 
     def _table_options(self) -> list[str] | None:
+        """The table's current compaction, compression and memtable, as clauses that restore them."""
         rows = self._session_execute(
-            "SELECT compaction, compression FROM system_schema.tables WHERE keyspace_name=%s AND table_name=%s",
+            "SELECT compaction, compression, memtable FROM system_schema.tables "
+            "WHERE keyspace_name=%s AND table_name=%s",
             (self.KEYSPACE, self.TABLE))
         if not rows:
             return None
+        # memtable too, so a tuned one (the tuner's `memtable` knob) is reverted; Cassandra shows
+        # a table on the yaml's "default" configuration as null
         return [f"compaction = {_cql_literal(dict(rows[0].compaction))}",
-                f"compression = {_cql_literal(dict(rows[0].compression))}"]
+                f"compression = {_cql_literal(dict(rows[0].compression))}",
+                f"memtable = {_cql_literal(rows[0].memtable or 'default')}"]
 
     def _alter(self, clauses: list[str]) -> None:
         if clauses:

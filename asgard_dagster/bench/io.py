@@ -5,10 +5,16 @@ ops/s of 10 KiB objects (write + read). Backends are interleaved size by size so
 drift hits all alike. Memory: in a fresh subprocess per measurement, the peak resident memory
 (``VmHWM``, reset just before) added while writing, and while reading back, a 256 MiB array, as a multiple
 of the object size beyond the object itself.
+
+Peers are our stores (:func:`resources.stores.registry.open_store`) and ``s3_stock``, dagster-aws's
+own ``S3PickleIOManager`` on the same MinIO (:class:`StockS3Peer`), so the table shows our S3 store
+against the stock Dagster way in the same run; :func:`open_peer` opens either by name.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -21,6 +27,105 @@ from resources.stores.registry import open_store
 
 MiB = 1024 * 1024
 SMALL_BYTES = 10 * 1024
+
+
+class StockS3Peer:
+    """dagster-aws's stock ``S3PickleIOManager`` (as :func:`asgard_dagster.s3.stock_s3_pickle_io_manager`
+    configures it: same MinIO, bucket ``asgard``, prefix ``dagster-stock``) behind the few store
+    methods the bench calls. Each call drives the real IO manager through Dagster's public
+    ``build_output_context`` / ``build_input_context`` as an asset-less op output:
+    ``ObjectKey.for_run(run_id, step_key, name)`` is the output ``name`` of step ``step_key`` in run
+    ``run_id``, stored by dagster-aws at ``<prefix>/storage/<run_id>/<step_key>/<name>``.
+
+    Writes go through ``handle_output`` with a cheap built output context. Reads call the
+    manager's own ``load_from_path`` on the path it wrote, with one input context built up front:
+    ``build_input_context`` makes an ephemeral Dagster instance each time (40-100 ms here), which
+    a read inside a real run never pays, and which would swamp the S3 time measured.
+    """
+
+    def __init__(self, **manager_kwargs):
+        import dagster as dg
+
+        from asgard_dagster.s3 import stock_s3_pickle_io_manager
+
+        self._stack = contextlib.ExitStack()
+        configured = stock_s3_pickle_io_manager(**manager_kwargs)
+        # resolves EnvVar config (MINIO_ROOT_*) and the nested S3Resource, as a run would
+        self.manager = self._stack.enter_context(configured.process_config_and_initialize_cm())
+        self.bucket, self.prefix = self.manager.s3_bucket, self.manager.s3_prefix
+        # dagster-aws makes its client (and checks the bucket) on first use: do it now, untimed,
+        # as our stores connect in open/ping; ping and purge share that client
+        self.client = self.manager.inner_io_manager().s3
+        self._resources = self._stack.enter_context(dg.build_resources({}))
+        self._inner = self.manager.inner_io_manager()
+        self._input_context = dg.build_input_context()  # load_from_path only logs with it
+
+    @staticmethod
+    def _run_id(scope: str) -> str:
+        kind, _, run_id = scope.partition("/")
+        if kind != "run" or not run_id:
+            raise ValueError(f"{scope!r}: the stock peer stores op outputs, scopes run/<run_id>")
+        return run_id
+
+    def _output(self, key: ObjectKey) -> tuple[str, str, str]:
+        step_key, _, name = key.path.partition("/")
+        if not name:
+            raise ValueError(f"{key}: the stock peer stores op outputs, paths <step_key>/<name>")
+        return self._run_id(key.scope), step_key, name
+
+    def _output_context(self, key: ObjectKey):
+        import dagster as dg
+
+        run_id, step_key, name = self._output(key)
+        return dg.build_output_context(run_id=run_id, step_key=step_key, name=name, resources=self._resources)
+
+    def object_name(self, key: ObjectKey) -> str:
+        """The S3 key dagster-aws writes ``key`` to."""
+        run_id, step_key, name = self._output(key)
+        return f"{self.prefix}/storage/{run_id}/{step_key}/{name}"
+
+    def put(self, key: ObjectKey, obj) -> None:
+        with _quiet_dagster_logs():
+            self.manager.handle_output(self._output_context(key), obj)
+
+    def get(self, key: ObjectKey):
+        with _quiet_dagster_logs():
+            # the path load_input would compute for this output (UPathIOManager._get_path)
+            path = self._inner._get_path(self._output_context(key))
+            return self._inner.load_from_path(context=self._input_context, path=path), None
+
+    def purge_scope(self, scope: str) -> None:
+        run_id = self._run_id(scope)
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=f"{self.prefix}/storage/{run_id}/")
+        for page in pages:  # at most 1000 keys a page, the DeleteObjects limit
+            names = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if names:
+                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": names, "Quiet": True})
+
+    def ping(self) -> None:
+        self.client.head_bucket(Bucket=self.bucket)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def _quiet_dagster_logs():
+    """Built contexts log each read and write at DEBUG to a console logger; keep it off the table."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def open_peer(name: str):
+    """Our store ``name`` (:func:`open_store`), or the stock peer for ``s3_stock``."""
+    if name == "s3_stock":
+        return StockS3Peer()
+    return open_store(name)
 
 
 def _throughput(store, size_mib: int, repeat: int) -> tuple[float, float]:
@@ -57,7 +162,7 @@ def _small_ops(store, count: int) -> float:
 _MEMORY_PROBE = r"""
 import gc, json, sys, numpy as np
 from resources.stores import ObjectKey
-from resources.stores.registry import open_store
+from asgard_dagster.bench.io import open_peer
 
 def rss(field):  # this process's own counters (ru_maxrss would include the parent's pages)
     for line in open("/proc/self/status"):
@@ -69,7 +174,7 @@ def reset_peak():
         f.write("5")  # resets VmHWM (peak RSS) to the current RSS
 
 backend, mode, size_mib, scope = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-store = open_store(backend)
+store = open_peer(backend)
 key = ObjectKey.for_run(scope, "memory", "array")
 store.put(ObjectKey.for_run(scope, "memory", "warmup"), b"x" * 1024)  # connect, prepare
 store.get(ObjectKey.for_run(scope, "memory", "warmup"))
@@ -97,7 +202,7 @@ def _memory(backend: str, size_mib: int) -> tuple[float, float]:
         ).stdout
         result = json.loads(out.strip().splitlines()[-1])
         ratios.append(max(0, result["extra_bytes"]) / result["object_bytes"])
-    open_store(backend).purge_scope(f"run/{scope}")
+    open_peer(backend).purge_scope(f"run/{scope}")
     return ratios[0], ratios[1]
 
 
@@ -105,7 +210,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                  memory_mib: int = 256, progress: bool = True) -> list[dict]:
     from rich.progress import Progress
 
-    stores = {b: open_store(b) for b in backends}
+    stores = {b: open_peer(b) for b in backends}
     for store in stores.values():
         store.ping()
     rows: list[dict] = []

@@ -62,6 +62,17 @@ def base_config(
         # ephemeral objects are chunked well below this; keep Cassandra's 16 MiB frame limit
         "native_transport_max_frame_size": "16MiB",
         "concurrent_compactors": 2,
+        # named memtable configurations (Cassandra 5.0, CEP-11): a table picks one with
+        # ALTER TABLE ... WITH memtable = '<name>', which only works for names defined here.
+        # The tuner's live `memtable` table knob needs them; "default" (what tables without
+        # the option use) stays SkipListMemtable, Cassandra's own default.
+        "memtable": {
+            "configurations": {
+                "skiplist": {"class_name": "SkipListMemtable"},
+                "trie": {"class_name": "TrieMemtable"},
+                "default": {"inherits": "skiplist"},
+            }
+        },
     }
 
 
