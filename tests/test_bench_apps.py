@@ -146,6 +146,11 @@ def test_tiny_bench_through_the_cli(tmp_path, cassandra_node):
     assert all(int(e["bytes"]) > 0 and float(e["seconds"]) >= 0 for e in edges)
     steps_rows = list(csv.DictReader(open(out / "steps.csv")))
     assert {s["run_id"] for s in steps_rows} == {r["run_id"] for r in rows}
+    # billed like an invocation: the step process's start and resource init, then the step itself
+    assert all(float(s["seconds"]) >= float(s["init_seconds"]) > 0 for s in steps_rows)
+    for r in rows:
+        billed = sum(float(s["seconds"]) for s in steps_rows if s["run_id"] == r["run_id"])
+        assert float(r["step_s_total"]) == pytest.approx(billed)
 
     md = (out / "summary.md").read_text()
     for cell in ("| video_analytics | cassandra |", "| video_analytics | redis |", "| lightgbm_forest | cassandra |",

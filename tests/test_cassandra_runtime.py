@@ -60,6 +60,21 @@ def test_nodetool_over_jmx(node2):
     assert "32" in node2.nodetool("getcompactionthroughput")
 
 
+def test_a_live_session_survives_a_node_restart(node2):
+    """A long-lived process (the bench, a sensor, the daemon) keeps its driver session while the
+    retune job restarts the node: its next read and write go through once the driver reconnects."""
+    from resources.stores.cassandra import CassandraObjectStore
+
+    store = CassandraObjectStore(contact_points=["127.0.0.2"], keyspace="asgard_restart")
+    key = ObjectKey.for_run("restart", "step", "out")
+    store.put(key, list(range(1000)))
+    session = store.session
+    node2.restart()
+    assert store.get(key)[0] == list(range(1000))  # the same session, across the restart
+    store.put(key, "rewritten")
+    assert store.get(key)[0] == "rewritten" and store.session is session
+
+
 def test_stopped_server_gives_unreachable_error(node2):
     io = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down", connect_timeout=2.0)
     io.store().put(ObjectKey.for_run("r", "s", "o"), 1)  # reachable while up

@@ -18,7 +18,10 @@ Measured per run, from the run's event log:
 
 * E2E latency: RUN_START .. RUN_SUCCESS timestamps (``wall_s``: the client's clock around
   ``execute_job``, which adds the executor's start-up);
-* per step: STEP_START .. STEP_SUCCESS; compute = that minus the step's write and read time;
+* per step: billed seconds from the step process's first event (STEP_WORKER_STARTED or
+  RESOURCE_INIT_STARTED: resources, such as an IO manager's client, are built there) to
+  STEP_SUCCESS, as a function invocation is billed; compute = STEP_START .. STEP_SUCCESS minus
+  the step's write and read time;
 * per edge (each stored output and each loaded input): bytes and seconds from the IO manager's
   metadata (``bytes``, ``write_seconds``/``read_seconds``, ``chunks``). The stock managers log
   none: their write time is HANDLED_OUTPUT minus the step's preceding STEP_OUTPUT event, their
@@ -357,6 +360,7 @@ def measure_run(instance, run_id: str, backend: str) -> dict[str, Any]:
     reads: list[dict] = []
     last_event_ts: dict[str, float] = {}
     last_output_ts: dict[str, float] = {}
+    invoked: dict[str, float] = {}
     for rec in instance.all_logs(run_id):
         ev = rec.dagster_event
         if ev is None:
@@ -366,6 +370,10 @@ def measure_run(instance, run_id: str, backend: str) -> dict[str, Any]:
             run_start = ts
         elif et in (T.RUN_SUCCESS, T.RUN_FAILURE):
             run_end, status = ts, ("success" if et == T.RUN_SUCCESS else "failure")
+        elif et in (T.STEP_WORKER_STARTED, T.RESOURCE_INIT_STARTED) and step:
+            # the step's process starts and builds its resources (an IO manager's client) before
+            # STEP_START; a function invocation is billed for that too
+            invoked[step] = min(invoked.get(step, ts), ts)
         elif et == T.STEP_START:
             steps[step] = {"step": step, "start": ts, "end": None}
         elif et in (T.STEP_SUCCESS, T.STEP_FAILURE) and step in steps:
@@ -425,8 +433,11 @@ def measure_run(instance, run_id: str, backend: str) -> dict[str, Any]:
     step_rows = []
     for s in steps.values():
         dur = (s["end"] - s["start"]) if s["end"] else 0.0
+        init = max(s["start"] - invoked.get(s["step"], s["start"]), 0.0)
         io = io_by_step.get(s["step"], 0.0)
-        step_rows.append({"step": s["step"], "seconds": dur, "io_seconds": io, "compute_seconds": max(dur - io, 0.0)})
+        # seconds: what a function invocation bills (process start and resource init included)
+        step_rows.append({"step": s["step"], "seconds": init + dur, "init_seconds": init, "io_seconds": io,
+                          "compute_seconds": max(dur - io, 0.0)})
     e2e = (run_end - run_start) if (run_start and run_end) else float("nan")
     timing = sorted({e["timing"] for e in writes + reads}) or ["none"]
     return {"status": status, "e2e_s": e2e, "steps": step_rows, "writes": writes, "reads": reads,

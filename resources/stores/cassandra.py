@@ -41,6 +41,19 @@ def _is_busy(exc: BaseException) -> bool:
         isinstance(e, ConnectionBusy) for e in exc.errors.values())
 
 
+def _is_reconnecting(exc: BaseException) -> bool:
+    """True for a connection the driver lost and is re-establishing: the node restarted (a
+    retune does that) or dropped the socket. Every statement here is idempotent (an INSERT of
+    the same cells, a DELETE), so it is safe to send again once the driver has reconnected."""
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
+    if isinstance(exc, ConnectionException):
+        return True
+    return isinstance(exc, NoHostAvailable) and all(
+        isinstance(e, (ConnectionException, OSError)) for e in (exc.errors or {}).values())
+
+
 PROTOCOL_VERSION = int(os.environ.get("ASGARD_CQL_PROTOCOL", "4"))
 BUFFER_BYTES = int(os.environ.get("ASGARD_CQL_BUFFER", str(256 * 1024)))
 
@@ -191,12 +204,18 @@ class CassandraObjectStore(ObjectStore):
         from cassandra import OperationTimedOut, Unavailable
         from cassandra.cluster import NoHostAvailable
 
-        try:
-            if prepare:
-                return session.prepare(statement)
-            return session.execute(statement, params, timeout=self.request_timeout)
-        except (NoHostAvailable, OperationTimedOut, Unavailable) as exc:
-            raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            try:
+                if prepare:
+                    return session.prepare(statement)
+                return session.execute(statement, params, timeout=self.request_timeout)
+            except (NoHostAvailable, OperationTimedOut, Unavailable) as exc:
+                # a restarted node: the driver reconnects within its back-off (0.2 s, doubling)
+                if _is_reconnecting(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
 
     def _where(self) -> str:
         return ",".join(f"{h}:{self.port}" for h in self.contact_points)
@@ -218,6 +237,7 @@ class CassandraObjectStore(ObjectStore):
 
         session = self.session
         statement = self._prepared[name]
+        reconnect_deadline: float | None = None
         done: queue.Queue = queue.Queue()
         retries: deque = deque()
         items = iter(items)
@@ -250,6 +270,10 @@ class CassandraObjectStore(ObjectStore):
                 yield index, rows
             elif _is_busy(exc) and attempt < 200:
                 time.sleep(min(0.0005 * 2 ** min(attempt, 8), 0.05))
+                retries.append((index, params, attempt + 1))
+            elif _is_reconnecting(exc) and time.monotonic() < (reconnect_deadline := reconnect_deadline or
+                                                                time.monotonic() + self.connect_timeout):
+                time.sleep(0.2)
                 retries.append((index, params, attempt + 1))
             else:
                 raise self._map_error(exc) from exc
