@@ -227,6 +227,17 @@ def knob(name: str) -> Knob:
         raise UnknownKnobError(name, KNOBS) from None
 
 
+def cql_literal(value: Any) -> str:
+    """A table option's value as CQL: a map ``{'k': 'v'}``, a quoted string, a number or boolean."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"'{k}': '{v}'" for k, v in value.items()) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 # --- configuration value type ----------------------------------------------------------------
 @dataclass(frozen=True, init=False, repr=False)
 class Configuration:
@@ -320,15 +331,8 @@ class Configuration:
         return {"compaction": comp, "compression": compression, "memtable": d["memtable"]}
 
     def alter_table_cql(self, keyspace: str, table: str = "objects") -> str:
-        opts = self.table_options()
-
-        def lit(m: dict[str, str] | str) -> str:
-            if isinstance(m, str):
-                return "'" + m.replace("'", "''") + "'"
-            return "{" + ", ".join(f"'{k}': '{v}'" for k, v in m.items()) + "}"
-
         return f"ALTER TABLE {keyspace}.{table} WITH " + " AND ".join(
-            f"{name} = {lit(value)}" for name, value in opts.items())
+            f"{name} = {cql_literal(value)}" for name, value in self.table_options().items())
 
     def live_commands(self) -> dict[str, list[str]]:
         """nodetool argument lists that set each live knob."""

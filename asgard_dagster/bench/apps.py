@@ -45,6 +45,8 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
+from tuner.knobs import cql_literal
+
 from .cost import Prices, perf_per_dollar, run_cost, s3_requests
 
 BENCH_BACKENDS = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local", "fs_stock")
@@ -125,16 +127,6 @@ class CassandraConfigFile:
         return cls(str(path), dict(overrides), table_clauses(raw.get("table", raw.get("table_options"))))
 
 
-def _cql_literal(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"'{k}': '{v}'" for k, v in value.items()) + "}"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 def table_clauses(table: Any) -> list[str]:
     """``table:`` as a string ("compaction = {...} AND ..."), a list of clauses, or a mapping."""
     if not table:
@@ -147,7 +139,7 @@ def table_clauses(table: Any) -> list[str]:
     if isinstance(table, list):
         return [str(t) for t in table]
     if isinstance(table, dict):
-        return [f"{k} = {_cql_literal(v)}" for k, v in table.items()]
+        return [f"{k} = {cql_literal(v)}" for k, v in table.items()]
     raise ValueError(f"table options must be a string, list or mapping, got {type(table).__name__}")
 
 
@@ -278,9 +270,9 @@ class CassandraConfigurator:
             return None
         # memtable too, so a tuned one (the tuner's `memtable` knob) is reverted; Cassandra shows
         # a table on the yaml's "default" configuration as null
-        return [f"compaction = {_cql_literal(dict(rows[0].compaction))}",
-                f"compression = {_cql_literal(dict(rows[0].compression))}",
-                f"memtable = {_cql_literal(rows[0].memtable or 'default')}"]
+        return [f"compaction = {cql_literal(dict(rows[0].compaction))}",
+                f"compression = {cql_literal(dict(rows[0].compression))}",
+                f"memtable = {cql_literal(rows[0].memtable or 'default')}"]
 
     def _alter(self, clauses: list[str]) -> None:
         if clauses:
