@@ -14,6 +14,15 @@ from resources.cassandra import CassandraNode
 TEST_KEYSPACE = "asgard_test"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_driver_sessions():
+    """Drivers still reconnecting to nodes the tests stopped would fail noisily at exit."""
+    yield
+    from resources.stores.cassandra import close_sessions
+
+    close_sessions()
+
+
 @pytest.fixture(scope="session")
 def cassandra_node() -> CassandraNode:
     node = CassandraNode()  # 127.0.0.1:9042, the node `asgard cassandra up` runs

@@ -101,6 +101,17 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
         return session
 
 
+def close_sessions() -> None:
+    """Shut down every cached driver session of this process. A session to a node that has gone
+    keeps a reconnection timer, which at interpreter exit fails noisily ("cannot schedule new
+    futures after shutdown"); a long-lived process that is done with Cassandra calls this."""
+    with _sessions_lock:
+        sessions = list(_sessions.values())
+        _sessions.clear()
+    for session in sessions:
+        session.cluster.shutdown()
+
+
 class CassandraObjectStore(ObjectStore):
     """Objects in Cassandra.
 
