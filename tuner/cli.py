@@ -141,7 +141,9 @@ def recommend(read_ratio, object_kib, pattern, fanout, method, evaluations, knob
         w = Workload(read_ratio=min(read_ratio, 0.99), object_kib=object_kib, fanout=fanout)
     else:
         w = Workload.from_dag(pattern, fanout, object_kib)
-    knobs = _key_knobs(model) if knob_set == "key" else list(model.space.knobs)
+    from .anova import key_knobs
+
+    knobs = key_knobs(model) if knob_set == "key" else list(model.space.knobs)
     result = search(model, w, knobs, method, evaluations)
     doc = {"workload": w.as_dict(), **result.as_dict(), **result.config.to_file_dict()}
     if do_compare:
@@ -185,7 +187,9 @@ def validate(index, read_ratios, object_kib, duration, repeats, model_path, knob
     from .validate import validate as do_validate
 
     model = Surrogate.load(model_path)
-    knobs = _key_knobs(model) if knob_set == "key" else list(model.space.knobs)
+    from .anova import key_knobs
+
+    knobs = key_knobs(model) if knob_set == "key" else list(model.space.knobs)
     result = do_validate([float(x) for x in read_ratios.split(",")], object_kib, duration, repeats,
                          model_path, index=index, knobs=knobs, real_grid=real_grid)
     Path(out).write_text(json.dumps(result, indent=2))
@@ -201,12 +205,6 @@ def validate(index, read_ratios, object_kib, duration, repeats, model_path, knob
             line += (f"; real grid of {g['configs']}: best {g['best']} {g['best_gain_pct']:+.1f}% over default, "
                      f"tuned {g['tuned_vs_best_pct']:+.1f}% vs it")
         click.echo(line)
-
-
-def _key_knobs(model) -> list[str]:
-    from .anova import key_knobs
-
-    return key_knobs(model)
 
 
 class _spinner:

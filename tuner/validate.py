@@ -34,8 +34,9 @@ def validate(read_ratios: Sequence[float], object_kib: int, duration_s: float, r
     from .node import TunerNode
 
     model = Surrogate.load(model_path)
-    knobs = list(knobs or key_knobs(model))
-    grid_knobs = key_knobs(model)[:real_grid] if real_grid else []
+    keys = key_knobs(model)
+    knobs = list(knobs or keys)
+    grid_knobs = keys[:real_grid] if real_grid else []
     real_grid_configs = list(dict.fromkeys(grid(grid_knobs))) if grid_knobs else []
     node = node or TunerNode(index=index)
     if not node.is_running():
@@ -51,7 +52,7 @@ def validate(read_ratios: Sequence[float], object_kib: int, duration_s: float, r
             ga = search(model, w, knobs, "nsga2")
             # the exhaustive grid is over the key knobs (as Rafiki's 80-configuration grid);
             # it is measured only when it differs from the tuned configuration and measure_exhaustive
-            ex = search(model, w, key_knobs(model), "exhaustive")
+            ex = search(model, w, keys, "exhaustive")
             plan = [("default", Configuration()), ("tuned", ga.config)]
             if measure_exhaustive and ex.config != ga.config:
                 plan.append(("exhaustive", ex.config))

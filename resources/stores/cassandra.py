@@ -282,8 +282,12 @@ class CassandraObjectStore(ObjectStore):
             elif _is_busy(exc) and attempt < 200:
                 time.sleep(min(0.0005 * 2 ** min(attempt, 8), 0.05))
                 retries.append((index, params, attempt + 1))
-            elif _is_reconnecting(exc) and time.monotonic() < (reconnect_deadline := reconnect_deadline or
-                                                                time.monotonic() + self.connect_timeout):
+            elif _is_reconnecting(exc):
+                # a restarted node: resend until the driver reconnects, for connect_timeout at most
+                if reconnect_deadline is None:
+                    reconnect_deadline = time.monotonic() + self.connect_timeout
+                if time.monotonic() >= reconnect_deadline:
+                    raise self._map_error(exc) from exc
                 time.sleep(0.2)
                 retries.append((index, params, attempt + 1))
             else:
