@@ -180,14 +180,24 @@ def bench():
 @click.option("--small-ops", default=2000, show_default=True, help="10 KiB objects per ops/s measurement.")
 @click.option("--repeat", default=3, show_default=True, help="Repetitions per size (best is reported).")
 @click.option("--memory-mib", default=256, show_default=True, help="Array size for the memory measurement (0 skips).")
-def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib):
-    """Write/read MB/s per object size, ops/s for 10 KiB objects, and peak extra memory."""
+@click.option("--first-puts", default=3, show_default=True,
+              help="Fresh processes per backend timing their first 10 KiB put (0 skips).")
+@click.option("--nodes", default=1, show_default=True,
+              help="Cassandra instances: 1 uses the local node; more start a ring of their own on 127.0.0.7 onwards.")
+@click.option("--replication-factor", default=1, show_default=True, help="Replication factor on a --nodes ring.")
+@click.option("--spread-outputs", default=6, show_default=True,
+              help="16 MiB outputs of one run written to measure each Cassandra instance's share (0 skips).")
+def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
+             spread_outputs):
+    """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
+    peak extra memory, and how one run spreads over the Cassandra instances."""
     from .bench.io import print_table, run_io_bench
 
     rows = run_io_bench(
         backends=[b.strip() for b in backends.split(",") if b.strip()],
         sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
-        small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json,
+        small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
+        nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs,
     )
     if as_json:
         click.echo(json.dumps(rows, indent=2))

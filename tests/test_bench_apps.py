@@ -167,8 +167,8 @@ def test_tiny_bench_through_the_cli(tmp_path, cassandra_node):
 
 
 def test_s3_requests_are_measured_at_the_server(tmp_path, minio_server):
-    """Both S3 peers priced by the requests MinIO counted during each run: ours (chunks and a
-    manifest per write) and dagster-aws's stock manager (its start-up LIST included)."""
+    """Both S3 peers priced by the requests MinIO counted during each run: ours (a manifest
+    record per write, chunks for large ones) and dagster-aws's stock manager (its start-up LIST included)."""
     out = tmp_path / "bench"
     result = CliRunner().invoke(apps_command, [
         "--apps", "word_count", "--backends", "s3,s3_stock,local", "--repetitions", "1", "--small",
@@ -179,8 +179,8 @@ def test_s3_requests_are_measured_at_the_server(tmp_path, minio_server):
     assert set(rows) == {"s3", "s3_stock", "local"} and all(r["success"] == "True" for r in rows.values())
     ours, stock, local = rows["s3"], rows["s3_stock"], rows["local"]
     writes, reads = int(ours["n_writes"]), int(ours["n_reads"])
-    # ours: at least one chunk PUT and the manifest PUT per write; a manifest GET and a chunk GET per read
-    assert int(ours["s3_puts"]) >= 2 * writes and int(ours["s3_gets"]) >= 2 * reads
+    # ours: at least the manifest PUT per write (a small output is only that), a GET per read
+    assert int(ours["s3_puts"]) >= writes and int(ours["s3_gets"]) >= reads
     # stock: a PUT per write, plus the LIST each step process's manager sends when it starts
     assert int(stock["s3_puts"]) > int(stock["n_writes"]) and int(stock["s3_gets"]) >= int(stock["n_reads"])
     prices = cost.Prices.load()

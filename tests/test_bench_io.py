@@ -22,7 +22,20 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     memory = [r for r in rows if "write_extra_memory_x" in r]
     assert {r["backend"] for r in memory} == backends
     assert all(r["write_extra_memory_x"] >= 0 and r["read_extra_memory_x"] >= 0 for r in memory)
-    assert set(rows[0]) >= {"backend", "object_bytes", "write_mb_s", "read_mb_s", "ops_s"}
+    assert all(set(r) >= {"backend", "object_bytes", "write_mb_s", "read_mb_s", "ops_s"} for r in rows)
+    # the storage server's CPU per GB beside each throughput row (no server behind local files)
+    for r in throughput:
+        if r["backend"] == "local":
+            assert r["server_cpu_write_s_per_gb"] is None and r["server_cpu_read_s_per_gb"] is None
+        else:
+            # 1 MiB once is below /proc's 10 ms tick for Redis and MinIO: present, not negative
+            assert r["server_cpu_write_s_per_gb"] >= 0 and r["server_cpu_read_s_per_gb"] >= 0, r
+    # a fresh process's first put, per backend
+    assert all(r["first_put_ms"] > 0 for r in ops)
+    # one run's six 16 MiB outputs on the local node: no partition beyond one chunk group
+    [spread] = [r["spread"] for r in rows if "spread" in r]
+    assert list(spread["instance_bytes"]) == ["127.0.0.1"] and spread["instance_bytes"]["127.0.0.1"] >= 96 * 1024 * 1024
+    assert spread["largest_partition_bytes"] <= 1.25 * spread["chunk_group_bytes"]  # histogram buckets round up
 
 
 def test_bench_io_s3_against_stock_s3_peer(minio_server):

@@ -24,8 +24,21 @@ def io_manager(cassandra_node):
 
 
 def rows_of_scope(store, scope):
-    cql = f"SELECT path, version, chunk FROM {store.qualified_table} WHERE scope = %s"
-    return [(r.path, r.version, r.chunk) for r in store.session.execute(cql, (scope,))]
+    """``(path, version, grp, chunk, has_manifest)`` of every row in the partitions the scope's index
+    names, read straight from the table (heads are ``version = ''``, ``grp = 0``)."""
+    out = []
+    for path, version, grp in store.partitions(scope):
+        rows = store.session.execute(
+            f"SELECT chunk, manifest FROM {store.qualified_table} WHERE scope = %s AND path = %s "
+            "AND version = %s AND grp = %s", (scope, path, version, grp))
+        out.extend((path, version, grp, r.chunk, r.manifest is not None) for r in rows)
+    return sorted(out)
+
+
+def index_of_scope(store, scope):
+    rows = store.session.execute(
+        f"SELECT path, version, groups, committed FROM {store.qualified_index} WHERE scope = %s", (scope,))
+    return sorted((r.path, r.version, r.groups, r.committed) for r in rows)
 
 
 def round_trip(io_manager, run_id, value, step="producer", name="result", mapping_key=None):
@@ -64,20 +77,30 @@ def test_round_trip_dataframe(io_manager, run_id):
     pd.testing.assert_frame_equal(back, df)
 
 
-def test_exact_key_layout_for_op_outputs_and_mapping_keys(io_manager, run_id):
+def test_exact_key_layout_for_op_outputs_and_mapping_keys(cassandra_node, run_id):
+    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE, chunk_size_bytes=MiB // 2)
     store = io_manager.store()
-    value = np.arange(3 * store.chunk_size // 8 + 5, dtype=np.float64)  # just over 3 chunks
+    per = store.chunks_per_partition
+    n = per + 3  # one full chunk group and part of a second
+    value = np.arange(n * store.chunk_size // 8 - 100, dtype=np.float64)  # n chunks with the pickle header
     round_trip(io_manager, run_id, value, step="split", name="chunks", mapping_key="part_7")
     round_trip(io_manager, run_id, "small", step="report", name="result")
-    manifest = store.read_manifest(ObjectKey(f"run/{run_id}", "split/chunks/part_7"))
-    assert manifest.chunks == 4
-    expected = sorted(
-        [("report/result", "", 0), ("split/chunks/part_7", "", 0)]
-        + [("split/chunks/part_7", manifest.version, i) for i in range(4)]
-        + [("report/result", store.read_manifest(ObjectKey(f"run/{run_id}", "report/result")).version, 0)]
+    scope = f"run/{run_id}"
+    big = store.read_manifest(ObjectKey(scope, "split/chunks/part_7"))
+    small = store.read_manifest(ObjectKey(scope, "report/result"))
+    assert big.chunks == n and not big.inline and small.inline and small.chunks == 1
+    assert rows_of_scope(store, scope) == sorted(
+        [("report/result", "", 0, 0, True), ("split/chunks/part_7", "", 0, 0, True)]
+        + [("split/chunks/part_7", big.version, i // per, i, False) for i in range(n)]
     )
-    assert sorted(rows_of_scope(store, f"run/{run_id}")) == expected
-    assert store.list_paths(f"run/{run_id}") == ["report/result", "split/chunks/part_7"]
+    # the small output is its head row alone: manifest and data in one row
+    row = store.session.execute(
+        f"SELECT manifest, data FROM {store.qualified_table} WHERE scope = %s AND path = %s AND version = '' "
+        "AND grp = 0 AND chunk = 0", (scope, "report/result")).one()
+    assert row.manifest and len(row.data) == small.size
+    assert index_of_scope(store, scope) == sorted([
+        ("report/result", small.version, 0, True), ("split/chunks/part_7", big.version, 2, True)])
+    assert store.list_paths(scope) == ["report/result", "split/chunks/part_7"]
 
 
 def test_exact_key_layout_for_assets_and_partitions(io_manager):
@@ -89,21 +112,124 @@ def test_exact_key_layout_for_assets_and_partitions(io_manager):
     io_manager.handle_output(ctx, [1, 2, 3])
     assert store.list_paths("asset/warehouse/daily_counts") == ["2026-11-01", "2026-11-02"]
     assert store.list_paths("asset/plain") == ["__unpartitioned__"]
+    assert [p[:3] for p in rows_of_scope(store, "asset/warehouse/daily_counts")] == [
+        ("2026-11-01", "", 0), ("2026-11-02", "", 0)]
     in_ctx = build_input_context(asset_key=AssetKey(["warehouse", "daily_counts"]), partition_key="2026-11-02")
     assert io_manager.load_input(in_ctx) == {"day": "2026-11-02"}
     assert io_manager.load_input(build_input_context(asset_key=AssetKey("plain"))) == [1, 2, 3]
 
 
-def test_rewrite_replaces_atomically_and_drops_old_chunks(io_manager, run_id):
+def test_outputs_of_one_run_spread_over_partitions_each_within_a_chunk_group(cassandra_node, run_id):
+    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE, chunk_size_bytes=256 * 1024)
+    store = io_manager.store()
+    group_bytes = store.chunks_per_partition * store.chunk_size
+    for i in range(6):  # six outputs of 2.5 chunk groups each
+        round_trip(io_manager, run_id, np.full(5 * group_bytes // 16, i, dtype=np.float64), step=f"map_{i}")
+    scope = f"run/{run_id}"
+    partitions = store.partitions(scope)
+    assert len(partitions) == 6 * (1 + 3)  # a head and three chunk groups per output
+    tokens, largest = set(), 0
+    for path, version, grp in partitions:
+        rows = list(store.session.execute(
+            f"SELECT token(scope, path, version, grp) AS t, data FROM {store.qualified_table} "
+            "WHERE scope = %s AND path = %s AND version = %s AND grp = %s", (scope, path, version, grp)))
+        tokens.add(rows[0].t)
+        largest = max(largest, sum(len(r.data or b"") for r in rows))
+    assert len(tokens) == len(partitions)  # every partition its own place on the ring
+    assert largest == group_bytes  # no partition holds more than one chunk group
+
+
+def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id):
+    """Count the requests the driver sends (its request-init hook): a small put is its head row
+    and its index row sent together, a small get one SELECT, a large put no SELECT at all."""
+    store = io_manager.store()
+    sent = []
+
+    def listener(future):
+        sent.append(future.query.prepared_statement.query_string.split()[0])
+
+    session = store.session
+    store.put(ObjectKey.for_run(run_id, "warm", "up"), 1)  # prepares the statements once
+    store.put(ObjectKey.for_run(run_id, "warm", "big"), b"w" * (3 * store.chunk_size))
+    store.get(ObjectKey.for_run(run_id, "warm", "big"))
+    session.add_request_init_listener(listener)
+    try:
+        store.put(ObjectKey.for_run(run_id, "s", "small"), b"x" * 10_000)
+        assert sent == ["INSERT", "INSERT"], sent
+        sent.clear()
+        assert store.get(ObjectKey.for_run(run_id, "s", "small"))[0] == b"x" * 10_000
+        assert sent == ["SELECT"], sent
+        sent.clear()
+        store.put(ObjectKey.for_run(run_id, "s", "big"), b"y" * (3 * store.chunk_size))
+        # index row + 4 chunks (3 chunks of data and the pickle header's spill), then head + index
+        assert sent == ["INSERT"] * 7, sent
+    finally:
+        session.remove_request_init_listener(listener)
+
+
+def test_rewrite_replaces_atomically_and_purge_drops_every_version(io_manager, run_id):
     store = io_manager.store()
     key = ObjectKey(f"run/{run_id}", "step/result")
     round_trip(io_manager, run_id, np.zeros(2 * MiB // 8), step="step")
     first = store.read_manifest(key)
     back, _ = round_trip(io_manager, run_id, np.ones(3 * MiB // 8), step="step")
     second = store.read_manifest(key)
-    assert back.sum() == 3 * MiB // 8 and first.version != second.version
-    versions = {v for _, v, _ in rows_of_scope(store, key.scope)}
-    assert versions == {"", second.version}
+    assert back.sum() == 3 * MiB // 8 and first.version < second.version
+    # nothing was read before the second write: the first version waits for its TTL or the purge
+    assert {v for _, v, _, _, _ in rows_of_scope(store, key.scope)} == {"", first.version, second.version}
+    back, _ = round_trip(io_manager, run_id, "now small", step="step")
+    assert back == "now small" and store.read_manifest(key).inline
+    store.purge_scope(key.scope)
+    for version in ("", first.version, second.version):
+        assert list(store.session.execute(
+            f"SELECT chunk FROM {store.qualified_table} WHERE scope = %s AND path = %s AND version = %s AND grp = 0",
+            (key.scope, key.path, version))) == []
+    assert index_of_scope(store, key.scope) == []
+
+
+def test_concurrent_reader_sees_old_or_new_never_a_mix(io_manager, run_id):
+    import threading
+
+    store = io_manager.store()
+    key = ObjectKey(f"run/{run_id}", "hot/result")
+    values = [np.full(3 * MiB // 8, i, dtype=np.float64) for i in range(6)]
+    store.put(key, values[0])
+    seen, stop = [], threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            value, _ = store.get(key)
+            seen.append(set(np.unique(value).tolist()))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for value in values[1:]:
+            store.put(key, value)
+    finally:
+        stop.set()
+        thread.join()
+    assert seen and all(len(s) == 1 for s in seen), [s for s in seen if len(s) != 1][:3]
+    assert store.get(key)[0][0] == 5
+
+
+def test_table_of_the_previous_layout_gives_a_typed_error(cassandra_node):
+    from resources.stores import SchemaLayoutError
+    from resources.stores.cassandra import CassandraObjectStore
+
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table="old_layout")
+    session = store.session
+    session.execute(f"CREATE TABLE IF NOT EXISTS {TEST_KEYSPACE}.old_layout (scope text, path text, version text, "
+                    "chunk int, data blob, PRIMARY KEY ((scope), path, version, chunk))")
+    session.execute(f"INSERT INTO {TEST_KEYSPACE}.old_layout (scope, path, version, chunk, data) "
+                    "VALUES ('run/r', 'a/result', '', 0, 0x00)")
+    for action in (lambda: store.put(ObjectKey.for_run("r", "a", "result"), 1),
+                   lambda: store.get(ObjectKey.for_run("r", "a", "result"))):
+        with pytest.raises(SchemaLayoutError, match=rf"{TEST_KEYSPACE}.old_layout exists with another layout.*"
+                                                    rf"DROP TABLE {TEST_KEYSPACE}.old_layout"):
+            action()
+    # nothing stored was touched
+    assert session.execute(f"SELECT count(*) FROM {TEST_KEYSPACE}.old_layout").one()[0] == 1
 
 
 def test_ttl_expiry_gives_the_expired_error(cassandra_node, run_id):
@@ -121,11 +247,16 @@ def test_purge_run_removes_one_run_and_nothing_of_another(io_manager, run_id):
     other = run_id[::-1]
     for rid in (run_id, other):
         for step in ("a", "b"):
-            round_trip(io_manager, rid, np.arange(io_manager.store().chunk_size // 4), step=step)  # 3 chunks + manifest
+            round_trip(io_manager, rid, np.arange(io_manager.store().chunk_size // 4), step=step)  # 3 chunks + head
     store = io_manager.store()
     assert len(rows_of_scope(store, f"run/{run_id}")) == 8
+    partitions = store.partitions(f"run/{run_id}")
     io_manager.purge_run(run_id)
-    assert rows_of_scope(store, f"run/{run_id}") == []
+    assert rows_of_scope(store, f"run/{run_id}") == [] and index_of_scope(store, f"run/{run_id}") == []
+    for path, version, grp in partitions:  # the partitions themselves, not only the index
+        assert list(store.session.execute(
+            f"SELECT chunk FROM {store.qualified_table} WHERE scope = %s AND path = %s AND version = %s AND grp = %s",
+            (f"run/{run_id}", path, version, grp))) == []
     assert len(rows_of_scope(store, f"run/{other}")) == 8
     back, _ = round_trip(io_manager, other, "still here", step="c")
     assert back == "still here"
@@ -137,7 +268,8 @@ def test_chunk_corrupted_in_place_is_detected(io_manager, run_id):
     key = ObjectKey(f"run/{run_id}", "victim/result")
     manifest = store.read_manifest(key)
     store.session.execute(
-        f"UPDATE {store.qualified_table} SET data = %s WHERE scope = %s AND path = %s AND version = %s AND chunk = 1",
+        f"UPDATE {store.qualified_table} SET data = %s WHERE scope = %s AND path = %s AND version = %s "
+        "AND grp = 0 AND chunk = 1",
         (b"\x00" * manifest.chunk_sizes[1], key.scope, key.path, manifest.version),
     )
     with pytest.raises(ChecksumMismatchError, match="Chunk 1 of .*victim/result is corrupt"):

@@ -59,7 +59,39 @@ def test_too_large_and_unpicklable_keep_previous_value(tmp_path):
     with pytest.raises(SerializationError, match="Cannot pickle a value of type builtins.dict: TypeError: cannot pickle '_thread.lock'"):
         store.put(key, {"lock": threading.Lock()})
     assert store.get(key)[0] == b"first"
-    assert len(list((tmp_path / "run/r1/step/out").glob("*.data"))) == 1
+    # "first" is small, so it lives inline in the manifest record; the refused puts left no data file
+    assert store.read_manifest(key).inline
+    assert list((tmp_path / "run/r1/step/out").glob("*.data")) == []
+
+
+def test_inline_threshold_and_superseded_versions(tmp_path):
+    store = LocalObjectStore(tmp_path, chunk_size=4096)
+    key = ObjectKey.for_run("r1", "step", "out")
+    small = store.put(key, b"s" * 1000)
+    assert small.manifest.inline and small.manifest.chunks == 1
+    big = store.put(key, b"b" * 20_000)
+    assert not big.manifest.inline and big.manifest.chunks == 5
+    assert [p.name for p in (tmp_path / "run/r1/step/out").glob("*.data")] == [f"{big.manifest.version}.data"]
+    again = store.put(key, b"t" * 10)
+    assert again.manifest.inline and store.get(key)[0] == b"t" * 10
+    assert list((tmp_path / "run/r1/step/out").glob("*.data")) == []
+    never = LocalObjectStore(tmp_path / "never", chunk_size=4096, inline_bytes=0)
+    assert not never.put(key, b"x").manifest.inline and never.get(key)[0] == b"x"
+
+
+def test_damaged_manifest_record_is_a_typed_error(tmp_path):
+    from resources.stores import CorruptManifestError
+
+    store = LocalObjectStore(tmp_path)
+    key = ObjectKey.for_run("r1", "step", "out")
+    store.put(key, {"a": 1})
+    path = tmp_path / "run/r1/step/out/manifest"
+    record = path.read_bytes()
+    for damaged in (b"", b"{json}", record[:6], record[:4] + (10**6).to_bytes(4, "big") + record[8:],
+                    record[:8] + b"not json" + record[16:]):
+        path.write_bytes(damaged)
+        with pytest.raises(CorruptManifestError, match="manifest of .*run/r1/step/out is unreadable"):
+            store.get(key)
 
 
 def test_missing_object_error_names_the_uri(tmp_path):

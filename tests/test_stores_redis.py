@@ -165,13 +165,31 @@ def test_colon_in_path_is_kept_apart(make_store):
     assert store.list_paths("asset/events") == ["2026-11-22-03"]
 
 
+def test_small_object_is_one_round_trip_each_way(redis_server, make_store, prefix):
+    store = make_store(chunk_size=1 * MiB)
+    key = ObjectKey.for_run("run-1", "s", "small")
+    client = redis_server.client()
+    before = client.info("stats")["total_commands_processed"]
+    put = store.put(key, b"q" * 10_000)
+    assert put.manifest.inline
+    # one pipeline: SADD + 2 x EXPIRE on the index, SET ... GET (+1: the INFO below)
+    assert client.info("stats")["total_commands_processed"] - before == 5
+    assert keys(redis_server, prefix) == {f"{prefix}:run/run-1:s/small:manifest", f"{prefix}#index:run/run-1"}
+    before = client.info("stats")["total_commands_processed"]
+    assert store.get(key)[0] == b"q" * 10_000
+    assert client.info("stats")["total_commands_processed"] - before == 2  # GET (+ INFO)
+
+
 # --- overwrite, delete and purge -----------------------------------------------------------
 def test_overwrite_leaves_no_old_chunks(redis_server, make_store, prefix):
+    from resources.stores.redis import _background
+
     store = make_store(chunk_size=1 * MiB)
     key = ObjectKey.for_run("run-1", "s", "o")
     first = store.put(key, b"a" * (5 * MiB))
     second = store.put(key, b"b" * (2 * MiB))
-    assert first.manifest.version != second.manifest.version
+    assert first.manifest.version < second.manifest.version  # time-ordered versions
+    _background().submit(lambda: None).result()  # the displaced chunks go on the clean-up thread
     found = keys(redis_server, prefix)
     assert not any(first.manifest.version in k for k in found)
     assert sum(second.manifest.version in k for k in found) == second.manifest.chunks == 3
@@ -201,7 +219,7 @@ def test_delete_removes_the_path_and_its_orphans_only(redis_server, make_store, 
     store.put(key, b"x" * (2 * MiB))
     store.put(ObjectKey.for_run("run-1", "s", "o2"), b"keep")
     # chunks of a put that died before its manifest
-    store._write_chunks(key, uuid.uuid4().hex, iter([(0, b"orphan")]))
+    store._write_chunks(key, uuid.uuid4().hex, iter([(0, b"orphan")]), 1)
     store.delete(key)
     assert not store.exists(key)
     assert all(":s/o:" not in k for k in keys(redis_server, prefix))

@@ -128,7 +128,7 @@ def test_object_layout(minio_server, make_store, prefix):
     assert put.manifest.chunks == 4
     assert objects(minio_server, prefix) == {
         *(f"{prefix}/run/run-1/make_data/result/{v}/{i}" for i in range(4)),
-        f"{prefix}/run/run-1/make_data/result/manifest.json",
+        f"{prefix}/run/run-1/make_data/result/manifest",
     }
     head = minio_server.client().head_object(Bucket="asgard", Key=f"{prefix}/run/run-1/make_data/result/{v}/3")
     assert head["ContentLength"] == put.manifest.chunk_sizes[3]
@@ -147,16 +147,40 @@ def test_nested_paths_are_kept_apart(make_store):
 
 
 # --- overwrite, delete and purge -----------------------------------------------------------
-def test_overwrite_leaves_no_old_chunks(minio_server, make_store, prefix):
+def test_overwrite_reads_new_and_purge_removes_superseded_chunks(minio_server, make_store, prefix):
     store = make_store(chunk_size=1 * MiB)
     key = ObjectKey.for_run("run-1", "s", "o")
     first = store.put(key, b"a" * (5 * MiB))
     second = store.put(key, b"b" * (2 * MiB))
-    found = objects(minio_server, prefix)
-    assert not any(first.manifest.version in n for n in found)
-    assert sum(second.manifest.version in n for n in found) == second.manifest.chunks == 3
-    assert len(found) == 4
+    assert first.manifest.version < second.manifest.version  # time-ordered versions
     assert store.get(key)[0] == b"b" * (2 * MiB)
+    found = objects(minio_server, prefix)
+    # no read before the write: the superseded chunks wait for the purge (or a lifecycle rule)
+    assert sum(first.manifest.version in n for n in found) == first.manifest.chunks == 6
+    assert sum(second.manifest.version in n for n in found) == second.manifest.chunks == 3
+    store.purge_scope("run/run-1")
+    assert objects(minio_server, prefix) == set()
+
+
+def test_small_object_is_one_put_and_one_get(minio_server, make_store, prefix):
+    store = make_store(chunk_size=1 * MiB)
+    key = ObjectKey.for_run("run-1", "s", "small")
+    calls = []
+    client = store.client
+
+    def count(model, **kwargs):
+        calls.append(model.name)
+
+    client.meta.events.register("before-call.s3", count)
+    try:
+        put = store.put(key, b"q" * 10_000)
+        assert calls == ["PutObject"] and put.manifest.inline
+        calls.clear()
+        assert store.get(key)[0] == b"q" * 10_000
+        assert calls == ["GetObject"]
+    finally:
+        client.meta.events.unregister("before-call.s3", count)
+    assert objects(minio_server, prefix) == {f"{prefix}/run/run-1/s/small/manifest"}
 
 
 def test_purge_scope_removes_one_run_only(minio_server, make_store, prefix):
@@ -193,8 +217,9 @@ def test_ttl_expiry_gives_object_missing(minio_server, make_store, prefix):
     with pytest.raises(ObjectMissingError, match="expired after its TTL of 1s"):
         store.get(key)
     assert not store.exists(key)
-    # enforced on read only: the objects stay until purge or a bucket lifecycle rule
-    assert len(objects(minio_server, prefix)) == 2
+    # enforced on read only: the object (a small one: its manifest record alone) stays until
+    # purge or a bucket lifecycle rule
+    assert objects(minio_server, prefix) == {f"{prefix}/run/run-1/s/o/manifest"}
     rule = S3ObjectStore.lifecycle_rule(prefix + "/", 7)["Rules"][0]
     assert rule["Filter"]["Prefix"] == prefix + "/" and rule["Expiration"]["Days"] == 7
 
@@ -246,7 +271,7 @@ def test_io_manager_round_trip_with_built_contexts(minio_server, prefix):
     meta = out.get_logged_metadata()
     assert meta["backend"].value == "s3" and meta["chunks"].value == 5
     assert meta["dagster/uri"].value == f"s3://asgard/{prefix}/run/{run_id}/make_frame/result"
-    assert f"{prefix}/run/{run_id}/make_frame/result/manifest.json" in objects(minio_server, prefix)
+    assert f"{prefix}/run/{run_id}/make_frame/result/manifest" in objects(minio_server, prefix)
     loaded = manager.load_input(build_input_context(upstream_output=out))
     pd.testing.assert_frame_equal(loaded, frame)
     manager.purge_run(run_id)

@@ -6,6 +6,15 @@ drift hits all alike. Memory: in a fresh subprocess per measurement, the peak re
 (``VmHWM``, reset just before) added while writing, and while reading back, a 256 MiB array, as a multiple
 of the object size beyond the object itself.
 
+Server cost: each throughput row carries the storage server's CPU seconds per GB moved,
+written and read (``/proc/PID/stat`` of the Cassandra instances, the Redis or the MinIO process;
+``local`` has no server). First request: each ops row carries ``first_put_ms``, the median over
+fresh processes of opening the store and making the first 10 KiB put, as every step process
+of Dagster's multiprocess (or k8s) executor does; the process has the library imported, as a
+step process has its code location. Spread (Cassandra): one run of six 16 MiB outputs in a
+fresh table, flushed, then each instance's live bytes and largest partition from ``nodetool
+tablestats``; with ``nodes > 1`` the bench runs on a ring of its own (127.0.0.7 onwards).
+
 Peers are our stores (:func:`resources.stores.registry.open_store`) and ``s3_stock``, dagster-aws's
 own ``S3PickleIOManager`` on the same MinIO (:class:`StockS3Peer`), so the table shows our S3 store
 against the stock Dagster way in the same run; :func:`open_peer` opens either by name.
@@ -121,28 +130,86 @@ def _quiet_dagster_logs():
         logging.disable(previous)
 
 
-def open_peer(name: str):
-    """Our store ``name`` (:func:`open_store`), or the stock peer for ``s3_stock``."""
+def open_peer(name: str, **kwargs):
+    """Our store ``name`` (:func:`open_store`, ``kwargs`` to it), or the stock peer for ``s3_stock``."""
     if name == "s3_stock":
         return StockS3Peer()
-    return open_store(name)
+    return open_store(name, **kwargs)
 
 
-def _throughput(store, size_mib: int, repeat: int) -> tuple[float, float]:
+class ServerCpu:
+    """CPU seconds (user + system) of the server processes behind a backend, from /proc."""
+
+    def __init__(self, servers: list):
+        self.servers = servers
+
+    @classmethod
+    def for_backend(cls, backend: str, cassandra_nodes: list | None = None) -> "ServerCpu":
+        if backend == "cassandra":
+            from resources.cassandra import CassandraNode
+
+            return cls(cassandra_nodes or [CassandraNode()])
+        if backend == "redis":
+            from resources.redis import RedisServer
+
+            return cls([RedisServer()])
+        if backend in ("s3", "s3_stock"):
+            from resources.minio import MinioServer
+
+            return cls([MinioServer()])
+        return cls([])  # local files: no server
+
+    def seconds(self) -> float | None:
+        if not self.servers:
+            return None
+        return sum(server.cpu_seconds() for server in self.servers)
+
+
+def _throughput(store, size_mib: int, repeat: int, cpu: ServerCpu) -> dict:
     data = np.random.default_rng(size_mib).integers(0, 255, size_mib * MiB, dtype=np.uint8)
     key = ObjectKey.for_run(f"bench-{uuid.uuid4().hex[:8]}", "io", f"{size_mib}mib")
     best_w = best_r = 0.0
+    cpu_w = cpu_r = 0.0
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = cpu.seconds(), time.perf_counter()
         store.put(key, data)
-        t1 = time.perf_counter()
+        c1, t1 = cpu.seconds(), time.perf_counter()
         back, _ = store.get(key)
-        t2 = time.perf_counter()
+        c2, t2 = cpu.seconds(), time.perf_counter()
         assert back.nbytes == data.nbytes
         best_w = max(best_w, size_mib / (t1 - t0))
         best_r = max(best_r, size_mib / (t2 - t1))
+        if c0 is not None:
+            cpu_w += c1 - c0
+            cpu_r += c2 - c1
     store.purge_scope(key.scope)
-    return best_w, best_r
+    gb = repeat * size_mib / 1024
+    has_cpu = cpu.seconds() is not None
+    return {"write_mb_s": round(best_w, 1), "read_mb_s": round(best_r, 1),
+            "server_cpu_write_s_per_gb": round(cpu_w / gb, 2) if has_cpu else None,
+            "server_cpu_read_s_per_gb": round(cpu_r / gb, 2) if has_cpu else None}
+
+
+_FIRST_PUT_PROBE = r"""
+import json, sys, time
+import numpy as np
+from resources.stores import ObjectKey
+from asgard_dagster.bench.io import open_peer
+import dagster, asgard_dagster, asgard_dagster.s3  # what a step process has imported with its code location
+import resources.stores.cassandra, resources.stores.redis, resources.stores.s3
+backend, kwargs, scope = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+payload = np.random.default_rng(0).bytes(10 * 1024)
+t0 = time.perf_counter()
+store = open_peer(backend, **kwargs)
+store.put(ObjectKey.for_run(scope, "first", "put"), payload)
+print(json.dumps({"first_put_ms": (time.perf_counter() - t0) * 1000}))
+"""
+
+
+def _first_put_ms(backend: str, kwargs: dict, scope: str) -> float:
+    out = subprocess.run([sys.executable, "-c", _FIRST_PUT_PROBE, backend, json.dumps(kwargs), scope],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["first_put_ms"]
 
 
 def _small_ops(store, count: int) -> float:
@@ -174,7 +241,7 @@ def reset_peak():
         f.write("5")  # resets VmHWM (peak RSS) to the current RSS
 
 backend, mode, size_mib, scope = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-store = open_peer(backend)
+store = open_peer(backend, **json.loads(sys.argv[5]))
 key = ObjectKey.for_run(scope, "memory", "array")
 store.put(ObjectKey.for_run(scope, "memory", "warmup"), b"x" * 1024)  # connect, prepare
 store.get(ObjectKey.for_run(scope, "memory", "warmup"))
@@ -192,52 +259,132 @@ print(json.dumps({"extra_bytes": extra, "object_bytes": size}))
 """
 
 
-def _memory(backend: str, size_mib: int) -> tuple[float, float]:
+def _memory(backend: str, size_mib: int, kwargs: dict) -> tuple[float, float]:
     scope = f"bench-mem-{uuid.uuid4().hex[:8]}"
     ratios = []
     for mode in ("write", "read"):
         out = subprocess.run(
-            [sys.executable, "-c", _MEMORY_PROBE, backend, mode, str(size_mib), scope],
+            [sys.executable, "-c", _MEMORY_PROBE, backend, mode, str(size_mib), scope, json.dumps(kwargs)],
             capture_output=True, text=True, check=True,
         ).stdout
         result = json.loads(out.strip().splitlines()[-1])
         ratios.append(max(0, result["extra_bytes"]) / result["object_bytes"])
-    open_peer(backend).purge_scope(f"run/{scope}")
+    open_peer(backend, **kwargs).purge_scope(f"run/{scope}")
     return ratios[0], ratios[1]
 
 
+def _tablestats(node, table: str) -> dict:
+    """Live bytes and the largest partition of ``table`` on one instance (after a flush)."""
+    import re
+
+    keyspace, name = table.split(".")
+    node.nodetool("flush", keyspace, name)
+    text = node.nodetool("tablestats", table)
+
+    def field(label):
+        match = re.search(rf"{re.escape(label)}:\s*([0-9]+)", text)
+        return int(match.group(1)) if match else 0
+
+    return {"live_bytes": field("Space used (live)"),
+            "largest_partition_bytes": field("Compacted partition maximum bytes")}
+
+
+def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16) -> dict:
+    """One run of ``outputs`` x ``size_mib`` outputs in a fresh table: each instance's share of the
+    bytes and the largest partition (nodetool tablestats; the partition size is Cassandra's
+    histogram bucket, rounded up to it). The table is dropped afterwards."""
+    from resources.stores.cassandra import CassandraObjectStore
+
+    table = f"spread_{uuid.uuid4().hex[:8]}"
+    keyspace = f"asgard_bench_rf{store_kwargs.get('replication_factor', 1)}"
+    store = CassandraObjectStore(keyspace=keyspace, table=table, **store_kwargs)
+    run = f"bench-spread-{uuid.uuid4().hex[:8]}"
+    try:
+        for i in range(outputs):
+            data = np.random.default_rng(i).integers(0, 255, size_mib * MiB, dtype=np.uint8)
+            store.put(ObjectKey.for_run(run, f"map_{i}", "result"), data)
+        per_node = {node.address: _tablestats(node, store.qualified_table) for node in nodes}
+    finally:
+        for t in (store.qualified_table, store.qualified_index):
+            store.session.execute(f"DROP TABLE IF EXISTS {t}")
+    shares = [v["live_bytes"] for v in per_node.values()]
+    return {
+        "instance_bytes": {a: v["live_bytes"] for a, v in per_node.items()},
+        "max_min_bytes_ratio": round(max(shares) / min(shares), 3) if min(shares) else None,
+        "largest_partition_bytes": max(v["largest_partition_bytes"] for v in per_node.values()),
+        "chunk_group_bytes": store.chunks_per_partition * store.chunk_size,
+        "outputs": outputs, "output_bytes": size_mib * MiB,
+    }
+
+
 def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 2000, repeat: int = 3,
-                 memory_mib: int = 256, progress: bool = True) -> list[dict]:
+                 memory_mib: int = 256, progress: bool = True, first_puts: int = 3, nodes: int = 1,
+                 replication_factor: int = 1, spread_outputs: int = 6) -> list[dict]:
+    """Rows ``{backend, object_bytes, write_mb_s, read_mb_s, ops_s, ...}``: throughput with server
+    CPU per GB, 10 KiB ops/s with the first put of a fresh process, memory, and (Cassandra) the
+    spread of one run over the instances. ``nodes > 1`` runs Cassandra on a ring of its own."""
+    from contextlib import ExitStack
+
     from rich.progress import Progress
 
-    stores = {b: open_peer(b) for b in backends}
-    for store in stores.values():
-        store.ping()
-    rows: list[dict] = []
-    steps = len(backends) * (len(sizes_mib) + 1 + (1 if memory_mib else 0))
-    with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("bench io", total=steps)
-        for size in sizes_mib:
-            for backend, store in stores.items():  # interleaved: drift hits every backend alike
-                bar.update(task, description=f"{backend} {size} MiB")
-                w, r = _throughput(store, size, repeat)
-                rows.append({"backend": backend, "object_bytes": size * MiB, "write_mb_s": round(w, 1),
-                             "read_mb_s": round(r, 1), "ops_s": None})
+    with ExitStack() as stack:
+        cassandra_nodes, kwargs = None, {b: {} for b in backends}
+        if "cassandra" in backends:
+            from resources.cassandra import CassandraCluster, CassandraNode
+
+            if nodes > 1:
+                ring = CassandraCluster(nodes=nodes, first_index=7, heap="1G")
+                ring.start()
+                stack.callback(ring.stop)
+                cassandra_nodes = ring.nodes
+                kwargs["cassandra"] = {"contact_points": ring.contact_points,
+                                       "replication_factor": replication_factor, "keyspace": "asgard_ring"}
+            else:
+                cassandra_nodes = [CassandraNode()]
+        stores = {b: open_peer(b, **kwargs[b]) for b in backends}
+        for store in stores.values():
+            store.ping()
+        cpus = {b: ServerCpu.for_backend(b, cassandra_nodes) for b in backends}
+        rows: list[dict] = []
+        steps = len(backends) * (len(sizes_mib) + 1 + (1 if memory_mib else 0)) + (1 if cassandra_nodes else 0)
+        with Progress(disable=not progress, transient=True) as bar:
+            task = bar.add_task("bench io", total=steps)
+            for size in sizes_mib:
+                for backend, store in stores.items():  # interleaved: drift hits every backend alike
+                    bar.update(task, description=f"{backend} {size} MiB")
+                    rows.append({"backend": backend, "object_bytes": size * MiB, "ops_s": None,
+                                 **_throughput(store, size, repeat, cpus[backend])})
+                    bar.advance(task)
+            first: dict[str, list[float]] = {b: [] for b in backends}
+            scope = f"bench-first-{uuid.uuid4().hex[:8]}"
+            for _ in range(first_puts):  # fresh processes, interleaved across backends
+                for backend in backends:
+                    first[backend].append(_first_put_ms(backend, kwargs[backend], scope))
+            for backend, store in stores.items():
+                bar.update(task, description=f"{backend} 10 KiB ops")
+                times = sorted(first[backend])
+                rows.append({"backend": backend, "object_bytes": SMALL_BYTES, "write_mb_s": None, "read_mb_s": None,
+                             "ops_s": round(_small_ops(store, small_ops), 1),
+                             "first_put_ms": round(times[len(times) // 2], 1) if times else None})
+                if first_puts:
+                    store.purge_scope(f"run/{scope}")
                 bar.advance(task)
-        for backend, store in stores.items():
-            bar.update(task, description=f"{backend} 10 KiB ops")
-            rows.append({"backend": backend, "object_bytes": SMALL_BYTES, "write_mb_s": None, "read_mb_s": None,
-                         "ops_s": round(_small_ops(store, small_ops), 1)})
-            bar.advance(task)
-        if memory_mib:
-            for backend in backends:
-                bar.update(task, description=f"{backend} memory {memory_mib} MiB")
-                w, r = _memory(backend, memory_mib)
-                rows.append({"backend": backend, "object_bytes": memory_mib * MiB, "write_mb_s": None,
-                             "read_mb_s": None, "ops_s": None,
-                             "write_extra_memory_x": round(w, 3), "read_extra_memory_x": round(r, 3)})
+            if memory_mib:
+                for backend in backends:
+                    bar.update(task, description=f"{backend} memory {memory_mib} MiB")
+                    w, r = _memory(backend, memory_mib, kwargs[backend])
+                    rows.append({"backend": backend, "object_bytes": memory_mib * MiB, "write_mb_s": None,
+                                 "read_mb_s": None, "ops_s": None,
+                                 "write_extra_memory_x": round(w, 3), "read_extra_memory_x": round(r, 3)})
+                    bar.advance(task)
+            if cassandra_nodes and spread_outputs:
+                bar.update(task, description=f"cassandra spread over {len(cassandra_nodes)} instance(s)")
+                store_kwargs = {k: v for k, v in kwargs["cassandra"].items() if k != "keyspace"}
+                result = spread(cassandra_nodes, store_kwargs, outputs=spread_outputs)
+                rows.append({"backend": "cassandra", "object_bytes": result["output_bytes"], "write_mb_s": None,
+                             "read_mb_s": None, "ops_s": None, "spread": result})
                 bar.advance(task)
-    return rows
+        return rows
 
 
 def print_table(rows: list[dict]) -> None:
@@ -249,12 +396,14 @@ def print_table(rows: list[dict]) -> None:
 
     by_size: dict[int, dict[str, dict]] = {}
     for row in rows:
-        by_size.setdefault(row["object_bytes"], {})[row["backend"]] = row
+        if "spread" not in row:
+            by_size.setdefault(row["object_bytes"], {})[row["backend"]] = row
     backends = {row["backend"] for row in rows}
     peer = "s3" if "s3" in backends else "local"
     table = Table(title=f"asgard bench io (best of repeats; ratios against {peer} in the same run)")
     for col in ("backend", "object", "write MB/s", "read MB/s", "ops/s (10 KiB)", f"write vs {peer}",
-                f"read vs {peer}", f"ops vs {peer}", "extra mem write", "extra mem read"):
+                f"read vs {peer}", f"ops vs {peer}", "server CPU s/GB w / r", "first put ms",
+                "extra mem write", "extra mem read"):
         table.add_column(col, justify="right")
 
     def ratio(row, other, field):
@@ -262,13 +411,31 @@ def print_table(rows: list[dict]) -> None:
             return "-"
         return f"{row[field] / other[field]:.2f}x"
 
+    def cpu(row):
+        w, r = row.get("server_cpu_write_s_per_gb"), row.get("server_cpu_read_s_per_gb")
+        if w is None and r is None:
+            return "-"
+        return f"{fmt(w, digits=2)} / {fmt(r, digits=2)}"
+
     for row in rows:
+        if "spread" in row:
+            continue
         size = row["object_bytes"]
         other = by_size.get(size, {}).get(peer) if row["backend"] != peer else None
         label = f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"
         table.add_row(row["backend"], label, fmt(row.get("write_mb_s")), fmt(row.get("read_mb_s")),
                       fmt(row.get("ops_s")), ratio(row, other, "write_mb_s"), ratio(row, other, "read_mb_s"),
-                      ratio(row, other, "ops_s"),
+                      ratio(row, other, "ops_s"), cpu(row), fmt(row.get("first_put_ms")),
                       fmt(row.get("write_extra_memory_x"), "x", 2) if "write_extra_memory_x" in row else "-",
                       fmt(row.get("read_extra_memory_x"), "x", 2) if "read_extra_memory_x" in row else "-")
-    Console(width=max(160, Console().width)).print(table)
+    console = Console(width=max(160, Console().width))
+    console.print(table)
+    for row in rows:
+        if "spread" in row:
+            s = row["spread"]
+            shares = ", ".join(f"{a}: {b / MiB:,.1f} MiB" for a, b in s["instance_bytes"].items())
+            console.print(
+                f"cassandra spread of one run ({s['outputs']} x {s['output_bytes'] // MiB} MiB outputs): {shares}; "
+                f"max/min {s['max_min_bytes_ratio'] if s['max_min_bytes_ratio'] is not None else '-'}; largest "
+                f"partition {s['largest_partition_bytes'] / MiB:,.2f} MiB (Cassandra's histogram bucket; one chunk "
+                f"group is {s['chunk_group_bytes'] / MiB:,.2f} MiB)")

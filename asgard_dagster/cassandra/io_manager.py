@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+# The driver is imported with the package, not inside the first step that writes: Dagster's
+# multiprocess executor preloads the code location in its forkserver, so every step process
+# starts with the driver's ~250 ms of imports already done.
+import cassandra.cluster  # noqa: F401
 from pydantic import Field
 
 from resources.stores.cassandra import CassandraObjectStore
@@ -13,10 +17,12 @@ from ..io_manager import StoreIOManager
 class CassandraIOManager(StoreIOManager):
     """Stores each op output (or asset) in Cassandra.
 
-    Outputs of a run share one partition (``scope = 'run/<run_id>'``), so ``purge_run`` is one
-    delete; every row carries a TTL. Values are pickled (protocol 5), cut into chunks below
+    Every output's chunk groups are partitions of their own, so a run's outputs spread over the
+    ring; a small per-run index lists them, so ``purge_run`` deletes exactly that run's
+    partitions. Every row carries a TTL. Values are pickled (protocol 5), cut into chunks below
     Cassandra's mutation limit, written with a bounded window of requests, and committed by a
-    manifest written last, so a reader never sees a partial output.
+    manifest written last, so a reader never sees a partial output; a small output is one row
+    (manifest and data), written in one round trip and read in one.
 
     Example::
 

@@ -46,5 +46,5 @@ class CassandraResource(ConfigurableResource):
         return CassandraObjectStore(**self.connection_kwargs(), **store_kwargs)
 
     def purge_run(self, run_id: str) -> None:
-        """Delete every stored output of one run: a single partition delete."""
+        """Delete every stored output of one run: the partitions its index lists, then the index."""
         self.get_store().purge_scope(f"run/{run_id}")

@@ -6,8 +6,10 @@ Cassandra driver loaded, and so on.
 from .base import GetResult, Manifest, ObjectKey, ObjectStore, PutResult
 from .errors import (
     ChecksumMismatchError,
+    CorruptManifestError,
     ObjectMissingError,
     ObjectTooLargeError,
+    SchemaLayoutError,
     SerializationError,
     StoreConfigError,
     StoreError,
@@ -17,5 +19,5 @@ from .errors import (
 __all__ = [
     "ObjectKey", "ObjectStore", "Manifest", "PutResult", "GetResult", "StoreError", "StoreConfigError",
     "StoreUnavailableError", "ObjectMissingError", "ChecksumMismatchError", "ObjectTooLargeError",
-    "SerializationError",
+    "SerializationError", "CorruptManifestError", "SchemaLayoutError",
 ]

@@ -1,11 +1,17 @@
 """The one object-store interface every backend implements.
 
-An object is stored as fixed-size *chunks* under a fresh write *version*, then a *manifest*
-(sizes, frame lengths, per-chunk CRC32, serializer, codec) is written last and names that
-version. A reader reads the manifest first, so it sees either the previous complete object or
-the new complete one, never a torn one; only after the manifest is replaced are the previous
-version's chunks deleted. Keys have a *scope* (a Dagster run, or an asset) that is the unit of
-purge: one Cassandra partition, one S3 prefix, one Redis key set.
+An object is stored as fixed-size *chunks* under a fresh, time-ordered write *version*, then
+a *manifest* (sizes, frame lengths, per-chunk CRC32, serializer, codec) is written last and
+names that version. A reader reads the manifest first, so it sees either the previous complete
+object or the new complete one, never a torn one. A small object (serialized size up to
+``inline_bytes``, one chunk by default) is stored *inline*, in the manifest's own record: a
+put is one write and a get one read.
+
+No put reads anything first: the new manifest simply replaces the old one (last write wins),
+and the superseded version's chunks are left to their TTL and the scope's purge (a backend
+that learns the displaced manifest from the write itself, as Redis's ``SET ... GET`` does,
+deletes them in the background). Keys have a *scope* (a Dagster run, or an asset) that is the
+unit of purge: a per-run index of Cassandra partitions, one S3 prefix, one Redis key set.
 
 Backends implement the ``_`` primitives; serialization, chunking, compression, checksums,
 size limits and timing live here once.
@@ -21,7 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from .errors import ChecksumMismatchError, ObjectMissingError, ObjectTooLargeError, StoreConfigError
+from .errors import (
+    ChecksumMismatchError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreConfigError,
+)
 from .serde import Codec, Serializer, get_codec, get_serializer
 
 MiB = 1024 * 1024
@@ -65,6 +73,7 @@ class Manifest:
     codec: str
     python_type: str = ""
     created_at: float = field(default_factory=time.time)
+    inline: bool = False  # the one chunk is stored in the manifest's own record
 
     @property
     def chunks(self) -> int:
@@ -79,8 +88,45 @@ class Manifest:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Manifest":
-        return cls(**json.loads(data))
+    def from_bytes(cls, data: bytes, where: str = "") -> "Manifest":
+        try:
+            fields = json.loads(bytes(data))
+            return cls(**fields)
+        except (ValueError, TypeError) as exc:
+            raise CorruptManifestError(where or "an object", f"{type(exc).__name__}: {exc}") from exc
+
+
+HEAD_MAGIC = b"AGH1"
+
+
+def pack_head(manifest: bytes, inline: bytes | memoryview | None) -> list:
+    """One record holding a manifest and, for a small object, its data: ``AGH1``, the manifest's
+    length (4 bytes, big-endian), the manifest, the inline data. For backends whose manifest is
+    a single value (a Redis key, an S3 object, a file); Cassandra uses two columns instead."""
+    parts = [HEAD_MAGIC + len(manifest).to_bytes(4, "big"), manifest]
+    if inline is not None:
+        parts.append(inline)
+    return parts
+
+
+def unpack_head(record: bytes, where: str = "") -> tuple[bytes, bytes | None]:
+    """``(manifest, inline data or None)`` from a :func:`pack_head` record."""
+    view = memoryview(record)
+    if len(view) < 8 or bytes(view[:4]) != HEAD_MAGIC:
+        raise CorruptManifestError(
+            where or "an object", "its manifest record does not start with the AGH1 header (written by "
+            "another layout or version of asgard-dagster?)")
+    length = int.from_bytes(view[4:8], "big")
+    if 8 + length > len(view):
+        raise CorruptManifestError(where or "an object", f"manifest length {length} runs past the record's end")
+    manifest = bytes(view[8 : 8 + length])
+    rest = view[8 + length :]
+    return manifest, (rest if len(rest) else None)
+
+
+def new_version() -> str:
+    """32 hex digits ordered by creation time (nanoseconds, then 64 random bits)."""
+    return f"{time.time_ns():016x}{uuid.uuid4().hex[:16]}"
 
 
 @dataclass
@@ -136,6 +182,8 @@ class ObjectStore(abc.ABC):
         max_object_bytes: serialized size over which ``put`` refuses (nothing is written).
         ttl_seconds: lifetime of every stored row or object; 0 keeps them until purged.
         concurrency: chunks in flight at once, per object.
+        inline_bytes: serialized size up to which an object is stored inside its manifest record
+            (one write, one read); ``None`` means one chunk (``chunk_size``), 0 never.
     """
 
     backend: str = "abstract"
@@ -150,6 +198,7 @@ class ObjectStore(abc.ABC):
         max_object_bytes: int = 2 << 30,
         ttl_seconds: int = 7 * 24 * 3600,
         concurrency: int = 8,
+        inline_bytes: int | None = None,
     ):
         if not 1024 <= chunk_size <= self.max_chunk_size:
             raise StoreConfigError(
@@ -159,12 +208,17 @@ class ObjectStore(abc.ABC):
             raise StoreConfigError(f"concurrency must be at least 1, got {concurrency}")
         if ttl_seconds < 0:
             raise StoreConfigError(f"ttl_seconds must be 0 (no expiry) or positive, got {ttl_seconds}")
+        inline_bytes = chunk_size if inline_bytes is None else inline_bytes
+        if not 0 <= inline_bytes <= self.max_chunk_size:
+            raise StoreConfigError(
+                f"inline_bytes {inline_bytes} is outside 0..{self.max_chunk_size} bytes for {self.backend}")
         self.serializer: Serializer = get_serializer(serializer)
         self.codec: Codec = get_codec(codec)
         self.chunk_size = chunk_size
         self.max_object_bytes = max_object_bytes
         self.ttl_seconds = ttl_seconds
         self.concurrency = concurrency
+        self.inline_bytes = inline_bytes
 
     # --- backend primitives -----------------------------------------------------------
     @abc.abstractmethod
@@ -172,28 +226,26 @@ class ObjectStore(abc.ABC):
         """A location string for metadata (``cassandra://host:port/ks.table/scope/path``)."""
 
     @abc.abstractmethod
-    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]]) -> None:
-        """Store every ``(index, bytes-like)`` with the store's TTL, at most ``concurrency`` in flight."""
+    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]], count: int) -> None:
+        """Store every ``(index, bytes-like)`` with the store's TTL, at most ``concurrency`` in flight;
+        ``count`` chunks will come."""
 
     @abc.abstractmethod
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
         """Yield ``(index, data)`` for chunks ``0..count-1``, in any order."""
 
     @abc.abstractmethod
-    def _write_manifest(self, key: ObjectKey, data: bytes) -> None:
-        """Atomically make ``data`` the key's manifest (the commit point of a put)."""
+    def _write_manifest(self, key: ObjectKey, manifest: Manifest, inline: bytes | memoryview | None) -> None:
+        """Atomically make ``manifest`` the key's manifest, with the whole stored object ``inline``
+        for a small one (the commit point of a put; one write, nothing read first)."""
 
     @abc.abstractmethod
-    def _read_manifest(self, key: ObjectKey) -> bytes | None:
-        ...
-
-    @abc.abstractmethod
-    def _delete_version(self, key: ObjectKey, version: str, count: int) -> None:
-        """Remove one version's chunks (after a newer manifest replaced it)."""
+    def _read_manifest(self, key: ObjectKey) -> tuple[bytes, bytes | memoryview | None] | None:
+        """``(manifest, inline data or None)``, or ``None`` if the key has no manifest."""
 
     @abc.abstractmethod
     def _delete_key(self, key: ObjectKey) -> None:
-        """Remove the manifest and every chunk of the key."""
+        """Remove the manifest and every chunk of every version of the key."""
 
     @abc.abstractmethod
     def purge_scope(self, scope: str) -> None:
@@ -217,8 +269,7 @@ class ObjectStore(abc.ABC):
         size = sum(frame_lengths)
         if size > self.max_object_bytes:
             raise ObjectTooLargeError(self.uri(key), size, self.max_object_bytes)
-        previous = self.read_manifest(key)
-        version = uuid.uuid4().hex
+        version = new_version()
         chunk_sizes: list[int] = []
         chunk_crcs: list[int] = []
         stored = 0
@@ -232,7 +283,16 @@ class ObjectStore(abc.ABC):
                 stored += len(data) if not isinstance(data, memoryview) else data.nbytes
                 yield i, data
 
-        self._write_chunks(key, version, encoded())
+        inline = None
+        if size <= self.inline_bytes:
+            # one chunk, kept in the manifest's record: the whole put is one write
+            pieces = list(encoded())
+            inline = pieces[0][1] if pieces else b""
+            if not pieces:  # a serializer that wrote nothing: one empty chunk
+                chunk_sizes.append(0)
+                chunk_crcs.append(zlib.crc32(b""))
+        else:
+            self._write_chunks(key, version, encoded(), -(-size // self.chunk_size))
         manifest = Manifest(
             version=version,
             size=size,
@@ -244,15 +304,23 @@ class ObjectStore(abc.ABC):
             serializer=self.serializer.name,
             codec=self.codec.name,
             python_type=f"{type(obj).__module__}.{type(obj).__qualname__}",
+            inline=inline is not None,
         )
-        self._write_manifest(key, manifest.to_bytes())
-        if previous is not None and previous.version != version:
-            self._delete_version(key, previous.version, previous.chunks)
+        self._write_manifest(key, manifest, inline)
         return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0)
 
+    def _head(self, key: ObjectKey) -> tuple[Manifest, Any] | None:
+        head = self._read_manifest(key)
+        if head is None:
+            return None
+        manifest = Manifest.from_bytes(head[0], self.uri(key))
+        if manifest.inline and head[1] is None and manifest.size:
+            raise CorruptManifestError(self.uri(key), "the manifest says the data is inline but the record has none")
+        return manifest, head[1]
+
     def read_manifest(self, key: ObjectKey) -> Manifest | None:
-        data = self._read_manifest(key)
-        return Manifest.from_bytes(data) if data is not None else None
+        head = self._head(key)
+        return head[0] if head is not None else None
 
     def exists(self, key: ObjectKey) -> bool:
         return self._read_manifest(key) is not None
@@ -261,11 +329,15 @@ class ObjectStore(abc.ABC):
         """The stored value and how it was read. Retries once if a rewrite raced the read."""
         t0 = time.perf_counter()
         for attempt in range(2):
-            manifest = self.read_manifest(key)
-            if manifest is None:
+            head = self._head(key)
+            if head is None:
                 raise ObjectMissingError(self.uri(key), self.ttl_seconds or None)
+            manifest, inline = head
             try:
-                buffer = self._assemble(key, manifest)
+                if manifest.inline:
+                    buffer = self._decode_chunk(key, manifest, 0, inline if inline is not None else b"")
+                else:
+                    buffer = self._assemble(key, manifest)
                 break
             except ObjectMissingError:
                 if attempt == 1 or self.read_manifest(key) == manifest:
@@ -279,26 +351,35 @@ class ObjectStore(abc.ABC):
         value = serializer.loads(frames)
         return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0)
 
+    def _codec_of(self, manifest: Manifest) -> Codec:
+        return get_codec(manifest.codec) if manifest.codec != self.codec.name else self.codec
+
+    def _decode_chunk(self, key: ObjectKey, manifest: Manifest, index: int, data) -> Any:
+        if index >= manifest.chunks:
+            raise CorruptManifestError(self.uri(key), f"chunk {index} is not among its {manifest.chunks} chunks")
+        crc = zlib.crc32(data)
+        if crc != manifest.chunk_crcs[index]:
+            raise ChecksumMismatchError(self.uri(key), index, manifest.chunk_crcs[index], crc)
+        return self._codec_of(manifest).decompress(data, manifest.chunk_sizes[index])
+
     def _assemble(self, key: ObjectKey, manifest: Manifest) -> bytearray:
-        codec = get_codec(manifest.codec) if manifest.codec != self.codec.name else self.codec
+        if sum(manifest.chunk_sizes) != manifest.size or len(manifest.chunk_crcs) != manifest.chunks:
+            raise CorruptManifestError(self.uri(key), "its chunk sizes and checksums do not add up to its size")
         buffer = bytearray(manifest.size)
         offsets = [0]
         for n in manifest.chunk_sizes:
             offsets.append(offsets[-1] + n)
-        seen = 0
+        seen = set()
         for index, data in self._read_chunks(key, manifest.version, manifest.chunks):
             if data is None:
                 raise ObjectMissingError(
                     self.uri(key) + f" (chunk {index})", self.ttl_seconds or None,
                     "Its chunks are gone although the manifest remains.",
                 )
-            crc = zlib.crc32(data)
-            if crc != manifest.chunk_crcs[index]:
-                raise ChecksumMismatchError(self.uri(key), index, manifest.chunk_crcs[index], crc)
-            raw = codec.decompress(data, manifest.chunk_sizes[index])
+            raw = self._decode_chunk(key, manifest, index, data)
             buffer[offsets[index] : offsets[index + 1]] = raw
-            seen += 1
-        if seen != manifest.chunks:
+            seen.add(index)
+        if len(seen) != manifest.chunks:
             raise ObjectMissingError(self.uri(key), self.ttl_seconds or None, "Some chunks are missing.")
         return buffer
 

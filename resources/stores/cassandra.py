@@ -1,32 +1,69 @@
 """Cassandra object store.
 
-One table holds manifests and chunks; the scope (a Dagster run) is the partition, so a run
-purges with one partition delete::
+Two tables, after Netflix Astyanax's chunked object store (every chunk group its own
+partition), so a run's outputs spread over the ring by token and no partition outgrows one
+object's chunk group::
 
-    CREATE TABLE <keyspace>.objects (
-        scope text, path text, version text, chunk int, data blob,
-        PRIMARY KEY ((scope), path, version, chunk))
+    CREATE TABLE <keyspace>.<table> (                  -- manifests and chunks
+        scope text, path text, version text, grp int, chunk int, manifest blob, data blob,
+        PRIMARY KEY ((scope, path, version, grp), chunk))
+    CREATE TABLE <keyspace>.<table>_index (            -- what a scope holds, for purge and listing
+        scope text, path text, version text, groups int, committed boolean,
+        PRIMARY KEY ((scope), path, version))
 
-The manifest of ``path`` is the row ``version = ''``, ``chunk = 0`` and names the version
-whose chunks hold the data. Every row is written ``USING TTL``. Chunks are written and read
-with a bounded window of asynchronous requests (the driver's ``execute_async``), which
-is the backpressure that keeps the driver from reporting "Connection ... is overloaded".
+* The *head* of ``path`` is the partition ``(scope, path, '', 0)``, one row: the manifest and,
+  for a small object (up to ``inline_bytes``), its data. It is the commit point: a reader
+  reads it first and sees the previous complete object or the new one, never a torn one.
+* Chunk ``i`` of a version lives in partition ``(scope, path, version, i // chunks_per_partition)``.
+* The index has one small row per written version in the scope's partition: a put of a small
+  object is two writes sent together (head and index row, one round trip), a get one read; a
+  large put sends its index row with its chunks, then head and ``committed = true`` together.
+  Nothing is read before a write: superseded versions are left to their TTL and to the
+  scope's purge, which reads the index and deletes each listed partition, then the index.
+
+Every row is written ``USING TTL``. Chunks are written and read with a bounded window of
+asynchronous requests (the driver's ``execute_async``), the backpressure that keeps the driver
+from reporting "Connection ... is overloaded".
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from typing import Any, Iterator
 
 from .base import MiB, ObjectKey, ObjectStore
-from .errors import StoreConfigError, StoreUnavailableError
+from .errors import SchemaLayoutError, StoreConfigError, StoreUnavailableError
 
-MANIFEST_VERSION = ""
+# the columns (and their kind) of the two tables: a table of another layout is refused by name
+TABLE_LAYOUT = {"scope": "partition_key", "path": "partition_key", "version": "partition_key",
+                "grp": "partition_key", "chunk": "clustering", "manifest": "regular", "data": "regular"}
+INDEX_LAYOUT = {"scope": "partition_key", "path": "clustering", "version": "clustering", "groups": "regular",
+                "committed": "regular"}
+DEFAULT_CHUNK_SIZE = MiB // 2
+DEFAULT_CHUNKS_PER_PARTITION = 1
+# chunks are pickled arrays, video, models: mostly incompressible, and the client's codec
+# option compresses the rest; Cassandra compressing them again costs CPU on both paths
+TABLE_OPTIONS = "compression = {'enabled': 'false'}"
 LOCAL_HINT = "Start the local node with `asgard cassandra up`, or point contact_points/port at your cluster."
 CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE", "ANY")
 
 _sessions: dict[tuple, Any] = {}
+
+
+class _MissingSchemaFilter:
+    """The driver logs every failed prepare at ERROR; a keyspace or table that does not exist
+    yet is the normal first use here (the store creates it and prepares again)."""
+
+    def filter(self, record) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        text = str(exc).lower() if exc else ""
+        return not (record.getMessage().startswith("Error preparing query")
+                    and ("does not exist" in text or "unconfigured table" in text))
+
+
+logging.getLogger("cassandra.cluster").addFilter(_MissingSchemaFilter())
 _sessions_lock = threading.Lock()
 
 
@@ -90,6 +127,12 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
             # a local node restarted by the tuner is back in seconds: the driver's default
             # back-off (1 s doubling to 10 min) kept the session away for up to a minute
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.2, max_delay=5.0),
+            # every step process connects afresh: skip what a step does not use. The full schema
+            # (every keyspace's tables, read at connect) cost 50-60 ms of a ~80 ms connect here;
+            # preparing on every host costs a round trip per host (a host without the statement
+            # answers UNPREPARED and the driver prepares it there on first use).
+            schema_metadata_enabled=False,
+            prepare_on_all_hosts=False,
         )
         try:
             session = cluster.connect()
@@ -113,13 +156,25 @@ def close_sessions() -> None:
 
 
 class CassandraObjectStore(ObjectStore):
-    """Objects in Cassandra.
+    """Objects in Cassandra, every chunk group its own partition (layout in the module docstring).
 
     Example::
 
         store = CassandraObjectStore(contact_points=["127.0.0.1"], keyspace="asgard")
         store.put(ObjectKey.for_run(run_id, "step", "result"), value)
         store.purge_scope(f"run/{run_id}")
+
+    Args:
+        contact_points, port: hosts to contact first and their CQL port.
+        keyspace, table: where objects live (created on first use; ``<table>_index`` beside it).
+        replication_factor: SimpleStrategy factor used when the keyspace is created.
+        consistency: consistency level of every read and write.
+        username, password: PasswordAuthenticator credentials.
+        chunks_per_partition: chunks of one version kept together in one partition (1: every
+            chunk its own partition, as Astyanax does).
+        connect_timeout, request_timeout: seconds.
+        Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
+        ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
     """
 
     backend = "cassandra"
@@ -138,45 +193,120 @@ class CassandraObjectStore(ObjectStore):
         password: str | None = None,
         connect_timeout: float = 5.0,
         request_timeout: float = 30.0,
+        chunks_per_partition: int = DEFAULT_CHUNKS_PER_PARTITION,
         **kwargs,
     ):
-        # 512 KiB x 8 in flight: near-best throughput here while the driver's buffers stay
-        # under 0.25x of the object (asgard bench io measures both)
-        kwargs.setdefault("chunk_size", MiB // 2)
+        kwargs.setdefault("chunk_size", DEFAULT_CHUNK_SIZE)
         super().__init__(**kwargs)
         for name, value in (("keyspace", keyspace), ("table", table)):
-            if not value.replace("_", "").isalnum() or not value[0].isalpha():
+            if not value or not value.replace("_", "").isalnum() or not value[0].isalpha():
                 raise StoreConfigError(f"{name} {value!r} is not a valid CQL identifier (letters, digits, _)")
         if consistency.upper() not in CONSISTENCY_LEVELS:
             raise StoreConfigError(f"consistency {consistency!r} is not one of {CONSISTENCY_LEVELS}")
         if replication_factor < 1:
             raise StoreConfigError("replication_factor must be at least 1")
+        if chunks_per_partition < 1:
+            raise StoreConfigError(f"chunks_per_partition must be at least 1, got {chunks_per_partition}")
         self.contact_points = tuple(contact_points)
         self.port = port
-        self.keyspace, self.table = keyspace, table
+        self.keyspace, self.table = keyspace.lower(), table.lower()
         self.replication_factor = replication_factor
         self.consistency = consistency.upper()
         self.username, self.password = username, password
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
+        self.chunks_per_partition = chunks_per_partition
         self._prepared: dict[str, Any] = {}
+        self._prepared_session = None
+        self._schema_checked = False
+        self._lock = threading.Lock()
 
     # --- connection and schema ----------------------------------------------------------
     @property
     def session(self):
         session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout)
-        if not self._prepared or self._prepared.get("_session") is not session:
-            self._ensure_schema(session)
-            self._prepare(session)
+        if self._prepared_session is not session:
+            with self._lock:
+                if self._prepared_session is not session:
+                    self._prepared = {}
+                    self._prepared_session = session
         return session
 
     @property
     def qualified_table(self) -> str:
         return f"{self.keyspace}.{self.table}"
 
+    @property
+    def qualified_index(self) -> str:
+        return f"{self.keyspace}.{self.table}_index"
+
+    def _statements(self) -> dict[str, str]:
+        t, ix = self.qualified_table, self.qualified_index
+        return {
+            "insert_chunk": f"INSERT INTO {t} (scope, path, version, grp, chunk, data) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?",
+            "insert_head": (f"INSERT INTO {t} (scope, path, version, grp, chunk, manifest, data) "
+                            "VALUES (?, ?, '', 0, 0, ?, ?) USING TTL ?"),
+            "insert_index": (f"INSERT INTO {ix} (scope, path, version, groups, committed) VALUES (?, ?, ?, ?, ?) "
+                             "USING TTL ?"),
+            "select_head": f"SELECT manifest, data FROM {t} WHERE scope = ? AND path = ? AND version = '' AND grp = 0 AND chunk = 0",
+            "select_chunk": f"SELECT data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = ?",
+            "select_index": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ?",
+            "select_index_path": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ? AND path = ?",
+            "delete_partition": f"DELETE FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ?",
+            "delete_index_scope": f"DELETE FROM {ix} WHERE scope = ?",
+            "delete_index_path": f"DELETE FROM {ix} WHERE scope = ? AND path = ?",
+        }
+
+    def _statement(self, name: str):
+        """The prepared statement ``name``, prepared on first use (a step that only writes small
+        outputs prepares two statements, not ten). A keyspace or table that does not exist yet
+        is created then, and the prepare retried."""
+        session = self.session
+        stmt = self._prepared.get(name)
+        if stmt is not None:
+            return stmt
+        from cassandra import ConsistencyLevel, InvalidRequest
+
+        cql = self._statements()[name]
+        for attempt in range(3):
+            try:
+                stmt = self._execute(session, cql, prepare=True)
+                break
+            except InvalidRequest as exc:
+                if attempt == 2:
+                    raise
+                self._on_prepare_error(session, exc)
+        stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
+        stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
+        self._prepared[name] = stmt
+        return stmt
+
+    def _on_prepare_error(self, session, exc: BaseException) -> None:
+        """A prepare failed: create what is missing, or explain a table of another layout."""
+        message = str(exc).lower()
+        if "undefined column" in message or "unknown identifier" in message or "undefined name" in message:
+            self._check_layout(session)
+        self._ensure_schema(session)
+        self._check_layout(session)
+
+    def _check_layout(self, session) -> None:
+        rows = self._execute(
+            session, "SELECT table_name, column_name, kind FROM system_schema.columns WHERE keyspace_name = %s",
+            (self.keyspace,))
+        found: dict[str, dict[str, str]] = {}
+        for row in rows:
+            found.setdefault(row.table_name, {})[row.column_name] = row.kind
+        for table, want in ((self.table, TABLE_LAYOUT), (f"{self.table}_index", INDEX_LAYOUT)):
+            have = found.get(table)
+            if have is not None and any(have.get(col) != kind for col, kind in want.items()):
+                raise SchemaLayoutError(
+                    f"Table {self.keyspace}.{table} exists with another layout than this version of "
+                    f"asgard-dagster uses (columns {sorted(have)}; expected {sorted(want)}): it was made by "
+                    "an earlier version (one partition per run). Its outputs are ephemeral, so nothing needs "
+                    f"migrating: drop it (`DROP TABLE {self.keyspace}.{table};` in cqlsh) and re-run, or "
+                    "set keyspace/table to a fresh name."
+                )
+
     def _ensure_schema(self, session) -> None:
-        meta = session.cluster.metadata.keyspaces.get(self.keyspace)
-        if meta is not None and self.table in meta.tables:
-            return
         self._execute(session, (
             f"CREATE KEYSPACE IF NOT EXISTS {self.keyspace} WITH replication = "
             f"{{'class': 'SimpleStrategy', 'replication_factor': {self.replication_factor}}}"
@@ -185,35 +315,25 @@ class CassandraObjectStore(ObjectStore):
         gc_grace = 0 if self.replication_factor == 1 else 3 * 3600
         self._execute(session, (
             f"CREATE TABLE IF NOT EXISTS {self.qualified_table} ("
-            "scope text, path text, version text, chunk int, data blob, "
-            "PRIMARY KEY ((scope), path, version, chunk)) "
-            f"WITH gc_grace_seconds = {gc_grace} AND comment = 'asgard-dagster ephemeral op outputs'"
+            "scope text, path text, version text, grp int, chunk int, manifest blob, data blob, "
+            "PRIMARY KEY ((scope, path, version, grp), chunk)) "
+            f"WITH gc_grace_seconds = {gc_grace} AND {TABLE_OPTIONS} "
+            "AND comment = 'asgard-dagster ephemeral op outputs: heads and chunks'"
         ))
-
-    def _prepare(self, session) -> None:
-        from cassandra import ConsistencyLevel
-
-        cl = getattr(ConsistencyLevel, self.consistency)
-        t = self.qualified_table
-        statements = {
-            "insert": f"INSERT INTO {t} (scope, path, version, chunk, data) VALUES (?, ?, ?, ?, ?) USING TTL ?",
-            "select_chunk": f"SELECT data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND chunk = ?",
-            "delete_version": f"DELETE FROM {t} WHERE scope = ? AND path = ? AND version = ?",
-            "delete_path": f"DELETE FROM {t} WHERE scope = ? AND path = ?",
-            "delete_scope": f"DELETE FROM {t} WHERE scope = ?",
-            "list_paths": f"SELECT path FROM {t} WHERE scope = ? AND version = '' ALLOW FILTERING",
-        }
-        prepared = {}
-        for name, cql in statements.items():
-            stmt = self._execute(session, cql, prepare=True)
-            stmt.consistency_level = cl
-            prepared[name] = stmt
-        prepared["_session"] = session
-        self._prepared = prepared
+        self._execute(session, (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified_index} ("
+            "scope text, path text, version text, groups int, committed boolean, "
+            "PRIMARY KEY ((scope), path, version)) "
+            f"WITH gc_grace_seconds = {gc_grace} "
+            "AND comment = 'asgard-dagster: the versions each scope holds, for purge and listing'"
+        ))
+        # concurrent first users: wait until every node agrees before preparing against it
+        session.cluster.control_connection.wait_for_schema_agreement(wait_time=self.connect_timeout * 2)
 
     def _execute(self, session, statement, params=None, prepare=False):
         from cassandra import OperationTimedOut, Unavailable
         from cassandra.cluster import NoHostAvailable
+        from cassandra.connection import ConnectionException
 
         deadline = time.monotonic() + self.connect_timeout
         while True:
@@ -221,7 +341,7 @@ class CassandraObjectStore(ObjectStore):
                 if prepare:
                     return session.prepare(statement)
                 return session.execute(statement, params, timeout=self.request_timeout)
-            except (NoHostAvailable, OperationTimedOut, Unavailable) as exc:
+            except (NoHostAvailable, OperationTimedOut, Unavailable, ConnectionException) as exc:
                 # a restarted node: the driver reconnects within its back-off (0.2 s, doubling)
                 if _is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
@@ -235,30 +355,28 @@ class CassandraObjectStore(ObjectStore):
         self._execute(self.session, "SELECT release_version FROM system.local")
 
     def _run(self, name: str, params) -> Any:
-        session = self.session
-        return self._execute(session, self._prepared[name], params)
+        return self._execute(self.session, self._statement(name), params)
 
-    def _pipelined(self, name: str, items: Iterator[tuple[int, tuple]]) -> Iterator[tuple[int, list]]:
-        """Run one prepared statement over ``items`` with at most ``concurrency`` requests in
-        flight, yielding ``(index, rows)`` as they complete. The next item is not pulled until a
+    def _pipelined(self, items: Iterator[tuple[Any, str, tuple]]) -> Iterator[tuple[Any, list]]:
+        """Run prepared statements ``(tag, name, params)`` with at most ``concurrency`` requests in
+        flight, yielding ``(tag, rows)`` as they complete. The next item is not pulled until a
         slot frees (backpressure); a request the driver refuses because its socket is full
         ("Connection ... is overloaded") is retried after a short pause instead of failing."""
         import queue
         from collections import deque
 
         session = self.session
-        statement = self._prepared[name]
         reconnect_deadline: float | None = None
         done: queue.Queue = queue.Queue()
         retries: deque = deque()
         items = iter(items)
         exhausted, in_flight = False, 0
 
-        def submit(index, params, attempt):
+        def submit(tag, statement, params, attempt):
             future = session.execute_async(statement, params, timeout=self.request_timeout)
             future.add_callbacks(
-                lambda rows: done.put((index, params, attempt, rows, None)),
-                lambda exc: done.put((index, params, attempt, None, exc)),
+                lambda rows: done.put((tag, statement, params, attempt, rows, None)),
+                lambda exc: done.put((tag, statement, params, attempt, None, exc)),
             )
 
         while True:
@@ -267,21 +385,21 @@ class CassandraObjectStore(ObjectStore):
                     submit(*retries.popleft())
                 else:
                     try:
-                        index, params = next(items)
+                        tag, name, params = next(items)
                     except StopIteration:
                         exhausted = True
                         break
-                    submit(index, params, 0)
+                    submit(tag, self._statement(name), params, 0)
                 in_flight += 1
             if in_flight == 0:
                 return
-            index, params, attempt, rows, exc = done.get()
+            tag, statement, params, attempt, rows, exc = done.get()
             in_flight -= 1
             if exc is None:
-                yield index, rows
+                yield tag, rows
             elif _is_busy(exc) and attempt < 200:
                 time.sleep(min(0.0005 * 2 ** min(attempt, 8), 0.05))
-                retries.append((index, params, attempt + 1))
+                retries.append((tag, statement, params, attempt + 1))
             elif _is_reconnecting(exc):
                 # a restarted node: resend until the driver reconnects, for connect_timeout at most
                 if reconnect_deadline is None:
@@ -289,7 +407,7 @@ class CassandraObjectStore(ObjectStore):
                 if time.monotonic() >= reconnect_deadline:
                     raise self._map_error(exc) from exc
                 time.sleep(0.2)
-                retries.append((index, params, attempt + 1))
+                retries.append((tag, statement, params, attempt + 1))
             else:
                 raise self._map_error(exc) from exc
 
@@ -301,35 +419,84 @@ class CassandraObjectStore(ObjectStore):
             return StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc)
         return exc
 
-    # --- primitives -------------------------------------------------------------------
+    # --- layout -----------------------------------------------------------------------
     def uri(self, key: ObjectKey) -> str:
         return f"cassandra://{self.contact_points[0]}:{self.port}/{self.qualified_table}/{key.scope}/{key.path}"
 
-    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]]) -> None:
-        ttl = self.ttl_seconds
-        for _ in self._pipelined("insert", ((i, (key.scope, key.path, version, i, data, ttl)) for i, data in chunks)):
+    def groups(self, chunks: int) -> int:
+        """Partitions that ``chunks`` chunks of one version occupy."""
+        return -(-chunks // self.chunks_per_partition)
+
+    # --- primitives -------------------------------------------------------------------
+    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]], count: int) -> None:
+        ttl, per = self.ttl_seconds, self.chunks_per_partition
+        # the version's index row goes out with its first chunks, so a put that dies half-way
+        # leaves no partition the scope's purge cannot find (its committed flag stays false)
+
+        def all_items():
+            yield -1, "insert_index", (key.scope, key.path, version, self.groups(count), False, ttl)
+            for i, data in chunks:
+                yield i, "insert_chunk", (key.scope, key.path, version, i // per, i, data, ttl)
+
+        for _ in self._pipelined(all_items()):
             pass
 
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
-        params = ((i, (key.scope, key.path, version, i)) for i in range(count))
-        for i, rows in self._pipelined("select_chunk", params):
-            yield i, (rows[0].data if rows else None)
+        per = self.chunks_per_partition
+        items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
+        for i, rows in self._pipelined(items):
+            row = rows.one() if hasattr(rows, "one") else (rows[0] if rows else None)
+            yield i, (row.data if row is not None else None)
 
-    def _write_manifest(self, key: ObjectKey, data: bytes) -> None:
-        self._run("insert", (key.scope, key.path, MANIFEST_VERSION, 0, data, self.ttl_seconds))
+    def _write_manifest(self, key: ObjectKey, manifest, inline) -> None:
+        groups = 0 if inline is not None else self.groups(manifest.chunks)
+        ttl = self.ttl_seconds
+        # Two requests in flight together (one round trip), not a batch: a batch over Cassandra's
+        # batch_size_fail_threshold (50 KiB by default) is refused, and inline data reaches a chunk.
+        # data = null on a chunked head clears a previous inline value of the same path.
+        for _ in self._pipelined(iter([
+            (0, "insert_head", (key.scope, key.path, manifest.to_bytes(), inline, ttl)),
+            (1, "insert_index", (key.scope, key.path, manifest.version, groups, True, ttl)),
+        ])):
+            pass
 
-    def _read_manifest(self, key: ObjectKey) -> bytes | None:
-        row = self._run("select_chunk", (key.scope, key.path, MANIFEST_VERSION, 0)).one()
-        return row.data if row is not None else None
+    def _read_manifest(self, key: ObjectKey):
+        row = self._run("select_head", (key.scope, key.path)).one()
+        if row is None or row.manifest is None:
+            return None
+        return row.manifest, row.data
 
-    def _delete_version(self, key: ObjectKey, version: str, count: int) -> None:
-        self._run("delete_version", (key.scope, key.path, version))
+    def _index(self, scope: str, path: str | None = None) -> list:
+        if path is None:
+            return list(self._run("select_index", (scope,)))
+        return list(self._run("select_index_path", (scope, path)))
+
+    def _delete_listed(self, scope: str, rows: list) -> None:
+        """Delete the partitions the index rows ``rows`` name: every head and chunk group."""
+        def items():
+            for path in sorted({r.path for r in rows}):
+                yield None, "delete_partition", (scope, path, "", 0)
+            for r in rows:
+                for g in range(r.groups or 0):
+                    yield None, "delete_partition", (scope, r.path, r.version, g)
+
+        for _ in self._pipelined(items()):
+            pass
 
     def _delete_key(self, key: ObjectKey) -> None:
-        self._run("delete_path", (key.scope, key.path))
+        self._delete_listed(key.scope, self._index(key.scope, key.path))
+        self._run("delete_index_path", (key.scope, key.path))
 
     def purge_scope(self, scope: str) -> None:
-        self._run("delete_scope", (scope,))
+        self._delete_listed(scope, self._index(scope))
+        self._run("delete_index_scope", (scope,))
 
     def list_paths(self, scope: str) -> list[str]:
-        return sorted({row.path for row in self._run("list_paths", (scope,))})
+        return sorted({r.path for r in self._index(scope) if r.committed})
+
+    def partitions(self, scope: str) -> list[tuple[str, str, int]]:
+        """``(path, version, grp)`` of every partition the scope's index names (heads included)."""
+        rows = self._index(scope)
+        out = [(r.path, r.version, g) for r in rows for g in range(r.groups or 0)]
+        out.extend((p, "", 0) for p in {r.path for r in rows})
+        return sorted(out)

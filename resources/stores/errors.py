@@ -56,3 +56,18 @@ class ObjectTooLargeError(StoreError, ValueError):
 
 class SerializationError(StoreError, TypeError):
     """A value cannot be serialized, or stored bytes cannot be deserialized."""
+
+
+class CorruptManifestError(StoreError):
+    """An object's manifest record cannot be read: damaged, or written by another layout."""
+
+    def __init__(self, uri: str, detail: str):
+        self.uri = uri
+        super().__init__(
+            f"The manifest of {uri} is unreadable: {detail}. The stored copy cannot be trusted: "
+            "re-execute the step that produced it."
+        )
+
+
+class SchemaLayoutError(StoreConfigError):
+    """A table exists with a layout this version does not use (made by an earlier version)."""

@@ -1,19 +1,24 @@
 """Local-filesystem object store: one data file per version plus a JSON manifest.
 
-Layout under ``root``: ``<scope>/<path>/<version>.data`` and ``<scope>/<path>/manifest.json``
-(written to a temporary name and renamed, so the manifest swap is atomic). TTL is enforced on
+Layout under ``root``: ``<scope>/<path>/<version>.data`` and ``<scope>/<path>/manifest`` (the
+manifest record of :func:`~resources.stores.base.pack_head`, a small object's data inline;
+written to a temporary name and renamed, so the manifest swap is atomic; older versions' files
+are removed after it). TTL is enforced on
 read from the manifest's ``created_at``; ``purge_scope`` removes the scope's directory.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .base import MiB, ObjectKey, ObjectStore
+from .base import MiB, ObjectKey, ObjectStore, pack_head, unpack_head
 from .errors import StoreConfigError
+
+MANIFEST = "manifest"
 
 
 class LocalObjectStore(ObjectStore):
@@ -34,7 +39,7 @@ class LocalObjectStore(ObjectStore):
     def uri(self, key: ObjectKey) -> str:
         return f"file://{self._dir(key)}"
 
-    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]]) -> None:
+    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]], count: int) -> None:
         directory = self._dir(key)
         directory.mkdir(parents=True, exist_ok=True)
         # chunks arrive in order; one sequential file beats a file per chunk
@@ -61,24 +66,27 @@ class LocalObjectStore(ObjectStore):
                 f.seek(bounds[i])
                 yield i, f.read(bounds[i + 1] - bounds[i])
 
-    def _write_manifest(self, key: ObjectKey, data: bytes) -> None:
+    def _write_manifest(self, key: ObjectKey, manifest, inline) -> None:
         directory = self._dir(key)
-        tmp = directory / f".manifest.{os.getpid()}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, directory / "manifest.json")
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".manifest.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.writelines(pack_head(manifest.to_bytes(), inline))
+        os.replace(tmp, directory / MANIFEST)
+        # versions are time-ordered: files of older ones are superseded
+        for old in directory.glob("*.data"):
+            if old.stem < manifest.version:
+                for suffix in (".data", ".offsets"):
+                    old.with_suffix(suffix).unlink(missing_ok=True)
 
-    def _read_manifest(self, key: ObjectKey) -> bytes | None:
-        path = self._dir(key) / "manifest.json"
+    def _read_manifest(self, key: ObjectKey):
+        path = self._dir(key) / MANIFEST
         try:
             if self.ttl_seconds and time.time() - path.stat().st_mtime > self.ttl_seconds:
                 return None  # expired, like a TTL'd row
-            return path.read_bytes()
+            return unpack_head(path.read_bytes(), self.uri(key))
         except FileNotFoundError:
             return None
-
-    def _delete_version(self, key: ObjectKey, version: str, count: int) -> None:
-        for suffix in (".data", ".offsets"):
-            (self._dir(key) / f"{version}{suffix}").unlink(missing_ok=True)
 
     def _delete_key(self, key: ObjectKey) -> None:
         shutil.rmtree(self._dir(key), ignore_errors=True)
@@ -88,4 +96,4 @@ class LocalObjectStore(ObjectStore):
 
     def list_paths(self, scope: str) -> list[str]:
         base = self.root / scope
-        return sorted(str(p.parent.relative_to(base)) for p in base.rglob("manifest.json"))
+        return sorted(str(p.parent.relative_to(base)) for p in base.rglob(MANIFEST))

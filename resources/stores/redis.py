@@ -38,7 +38,7 @@ import re
 import threading
 from typing import Any, Iterator
 
-from .base import MiB, ObjectKey, ObjectStore
+from .base import MiB, ObjectKey, ObjectStore, pack_head, unpack_head
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
 
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
@@ -48,6 +48,18 @@ PASSWORD_ENV = "ASGARD_REDIS_PASSWORD"  # requirepass of the local server (resou
 _VERSION_CHUNK = re.compile(r"[0-9a-f]{32}:\d+")
 
 _pools: dict[tuple, Any] = {}
+_cleaner = None
+
+
+def _background():
+    """One worker thread per process for clean-up off a put's critical path (joined at exit)."""
+    global _cleaner
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _pools_lock:
+        if _cleaner is None:
+            _cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asgard-redis-cleanup")
+        return _cleaner
 _pools_lock = threading.Lock()
 
 
@@ -204,7 +216,7 @@ class RedisObjectStore(ObjectStore):
             self._call(run)
 
     # --- primitives -------------------------------------------------------------------
-    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]]) -> None:
+    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]], count: int) -> None:
         ex = self._ex()
         client = self.client
 
@@ -236,22 +248,38 @@ class RedisObjectStore(ObjectStore):
             values = self._call(pipe.execute)
             yield from zip(indexes, values)
 
-    def _write_manifest(self, key: ObjectKey, data: bytes) -> None:
+    def _write_manifest(self, key: ObjectKey, manifest, inline) -> None:
         name = self.manifest_key(key)
+        record = b"".join(pack_head(manifest.to_bytes(), inline))
 
         def run():
             pipe = self.client.pipeline(transaction=False)
             self._touch_index(pipe, key.scope, [name])
-            pipe.set(name, data, **self._ex())
-            pipe.execute()
+            pipe.set(name, record, get=True, **self._ex())  # the displaced manifest comes back with the reply
+            return pipe.execute()[-1]
 
-        self._call(run)
+        displaced = self._call(run)
+        if displaced:
+            self._drop_displaced(key, displaced, manifest.version)
 
-    def _read_manifest(self, key: ObjectKey) -> bytes | None:
-        return self._call(self.client.get, self.manifest_key(key))
+    def _drop_displaced(self, key: ObjectKey, record: bytes, current: str) -> None:
+        """Delete the chunks of the version our write displaced, on a background thread: that
+        manifest is no longer anyone's commit point (SET replaced it atomically), and a reader
+        still reading it retries with the new one."""
+        from .base import Manifest
 
-    def _delete_version(self, key: ObjectKey, version: str, count: int) -> None:
-        self._unlink(key.scope, [self.chunk_key(key, version, i) for i in range(count)])
+        try:
+            old = Manifest.from_bytes(unpack_head(record)[0])
+        except Exception:  # a damaged record: its chunks, if any, expire with their TTL
+            return
+        if old.inline or old.version == current:
+            return
+        names = [self.chunk_key(key, old.version, i) for i in range(old.chunks)]
+        _background().submit(self._unlink, key.scope, names)
+
+    def _read_manifest(self, key: ObjectKey):
+        record = self._call(self.client.get, self.manifest_key(key))
+        return unpack_head(record, self.uri(key)) if record is not None else None
 
     def _delete_key(self, key: ObjectKey) -> None:
         # every version of the path, also chunks of a put that died before its manifest

@@ -3,7 +3,7 @@
 Object layout in ``bucket`` (``prefix`` defaults to ``asgard``; empty puts keys at the root)::
 
     <prefix>/<scope>/<path>/<version>/<i>       chunk i of one write version
-    <prefix>/<scope>/<path>/manifest.json       the manifest, written last
+    <prefix>/<scope>/<path>/manifest            the manifest record, written last
 
 e.g. ``asgard/run/4f1c…/make_data/result/9b2e…/0``. Each chunk is its own object, PUT and
 GET on up to ``concurrency`` threads (:func:`~resources.stores.base.run_bounded`) over a shared
@@ -15,8 +15,11 @@ manifest covers exactly one object, which readers fetch in parallel by name. Mea
 local MinIO (64 MiB, 8 threads, raw boto3, median of 7 interleaved runs): per-chunk PUTs
 165 MB/s against 109 (8 MiB parts) and 149 MB/s (16 MiB parts) for multipart; reads within
 noise of each other (700-970 MB/s, GET by part number vs GET by name). A single PUT is
-atomic in S3, so the manifest PUT is the commit point; the previous version's chunks are
-removed after it with one ``DeleteObjects`` per 1000 keys.
+atomic in S3, so the manifest PUT is the commit point. The manifest record
+(:func:`~resources.stores.base.pack_head`: a header, the JSON manifest, and a small object's
+data inline) makes a small put one PUT and a small get one GET, as dagster-aws's manager does.
+Nothing is read before a write: a superseded version's chunks stay until the scope's purge or
+the bucket's lifecycle rule (S3 cannot hand back the object a PUT replaced).
 
 TTL: S3 has no per-object TTL. The store enforces ``ttl_seconds`` on read from the manifest's
 ``created_at`` (an expired object reads as missing, like a TTL'd Cassandra row) but does not
@@ -30,7 +33,6 @@ every read, and hashing 64 MiB twice more costs CPU the baselines should not pay
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -38,13 +40,13 @@ import time
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
-from .base import MiB, ObjectKey, ObjectStore, run_bounded
+from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, run_bounded, unpack_head
 from .errors import StoreConfigError, StoreUnavailableError
 
 LOCAL_ENDPOINT = "http://127.0.0.1:9000"
 LOCAL_HINT = ("Start the local server with `asgard minio up` (http://127.0.0.1:9000, bucket 'asgard'), "
               "or point endpoint_url at your S3.")
-MANIFEST = "manifest.json"
+MANIFEST = "manifest"
 _VERSION_CHUNK = re.compile(r"[0-9a-f]{32}/\d+")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 
@@ -215,7 +217,7 @@ class S3ObjectStore(ObjectStore):
                            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]}
 
     # --- primitives -------------------------------------------------------------------
-    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]]) -> None:
+    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]], count: int) -> None:
         client = self.client
 
         def put(item: tuple[int, Any]) -> None:
@@ -245,17 +247,19 @@ class S3ObjectStore(ObjectStore):
 
         yield from run_bounded(get, range(count), self.concurrency)
 
-    def _write_manifest(self, key: ObjectKey, data: bytes) -> None:
-        self._call(self.client.put_object, Bucket=self.bucket, Key=self.manifest_name(key), Body=data,
-                   ContentType="application/json")
+    def _write_manifest(self, key: ObjectKey, manifest, inline) -> None:
+        body = b"".join(pack_head(manifest.to_bytes(), inline))
+        self._call(self.client.put_object, Bucket=self.bucket, Key=self.manifest_name(key), Body=body,
+                   ContentType="application/octet-stream")
 
-    def _read_manifest(self, key: ObjectKey) -> bytes | None:
-        data = self._get(self.manifest_name(key))
-        if data is not None and self.ttl_seconds:
-            created = json.loads(data).get("created_at", 0.0)
-            if time.time() - created > self.ttl_seconds:
-                return None  # expired, like a TTL'd row (a lifecycle rule deletes it later)
-        return data
+    def _read_manifest(self, key: ObjectKey):
+        record = self._get(self.manifest_name(key))
+        if record is None:
+            return None
+        head = unpack_head(record, self.uri(key))
+        if self.ttl_seconds and time.time() - Manifest.from_bytes(head[0], self.uri(key)).created_at > self.ttl_seconds:
+            return None  # expired, like a TTL'd row (a lifecycle rule deletes it later)
+        return head
 
     def _delete_names(self, names: list[str]) -> None:
         client = self.client
@@ -278,9 +282,6 @@ class S3ObjectStore(ObjectStore):
         for page in self._call(pages):
             for item in page.get("Contents", []):
                 yield item["Key"]
-
-    def _delete_version(self, key: ObjectKey, version: str, count: int) -> None:
-        self._delete_names([self.chunk_name(key, version, i) for i in range(count)])
 
     def _delete_key(self, key: ObjectKey) -> None:
         # every version of the path (also a put that died before its manifest), not deeper paths

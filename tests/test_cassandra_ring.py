@@ -1,0 +1,51 @@
+"""A 3-instance local ring (127.0.0.7-9): one run's outputs spread over every instance."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from resources.cassandra import CassandraCluster
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def ring():
+    ring = CassandraCluster(nodes=3, first_index=7, heap="1G")  # the ring `asgard bench io --nodes 3` uses
+    ring.start()
+    yield ring
+    ring.stop()
+
+
+@pytest.mark.parametrize("rf", [1, 2])
+def test_one_run_lands_on_every_instance(ring, rf):
+    from asgard_dagster.bench.io import spread
+
+    result = spread(ring.nodes, {"contact_points": ring.contact_points, "replication_factor": rf,
+                                 "consistency": "ONE"}, outputs=6, size_mib=16)
+    shares = result["instance_bytes"]
+    assert set(shares) == {"127.0.0.7", "127.0.0.8", "127.0.0.9"}
+    total = sum(shares.values())
+    # every instance holds part of the run, and the replicas add up to rf copies of it
+    assert all(b > 0.1 * total for b in shares.values()), shares
+    assert rf * 96 * MiB <= total <= rf * 96 * MiB * 1.1, shares
+    if rf == 2:  # two replicas on three instances: each holds about two thirds of the run
+        assert all(b > 0.4 * 96 * MiB for b in shares.values()), shares
+    assert result["largest_partition_bytes"] <= 1.25 * result["chunk_group_bytes"]
+
+
+def test_bench_io_on_the_ring_reports_each_instance(ring):
+    from asgard_dagster.cli import main
+
+    args = ["bench", "io", "--json", "--nodes", "3", "--backends", "cassandra", "--sizes-mib", "4", "--repeat", "1",
+            "--small-ops", "20", "--memory-mib", "0", "--first-puts", "1"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    [spread] = [r["spread"] for r in rows if "spread" in r]
+    assert set(spread["instance_bytes"]) == {"127.0.0.7", "127.0.0.8", "127.0.0.9"}
+    assert spread["max_min_bytes_ratio"] is not None and spread["max_min_bytes_ratio"] >= 1.0
+    cpu = [r for r in rows if r["write_mb_s"] is not None][0]
+    assert cpu["server_cpu_write_s_per_gb"] > 0  # summed over the three instances
