@@ -183,12 +183,14 @@ def bench():
 @click.option("--first-puts", default=3, show_default=True,
               help="Fresh processes per backend timing their first 10 KiB put (0 skips).")
 @click.option("--nodes", default=1, show_default=True,
-              help="Cassandra instances: 1 uses the local node; more start a ring of their own on 127.0.0.7 onwards.")
+              help="Cassandra instances: 1 uses the local node; more start a ring of their own on 127.0.0.11 onwards.")
 @click.option("--replication-factor", default=1, show_default=True, help="Replication factor on a --nodes ring.")
 @click.option("--spread-outputs", default=6, show_default=True,
               help="16 MiB outputs of one run written to measure each Cassandra instance's share (0 skips).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True,
+              help="One untimed pass over every backend first (JIT, connections).")
 def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
-             spread_outputs):
+             spread_outputs, warmup):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
     from .bench.io import print_table, run_io_bench
@@ -197,7 +199,7 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
         backends=[b.strip() for b in backends.split(",") if b.strip()],
         sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
         small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
-        nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs,
+        nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
     )
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -99,7 +99,7 @@ def test_exact_key_layout_for_op_outputs_and_mapping_keys(cassandra_node, run_id
         "AND grp = 0 AND chunk = 0", (scope, "report/result")).one()
     assert row.manifest and len(row.data) == small.size
     assert index_of_scope(store, scope) == sorted([
-        ("report/result", small.version, 0, True), ("split/chunks/part_7", big.version, 2, True)])
+        ("report/result", small.version, 0, True), ("split/chunks/part_7", big.version, store.groups(n), True)])
     assert store.list_paths(scope) == ["report/result", "split/chunks/part_7"]
 
 
@@ -264,15 +264,33 @@ def test_purge_run_removes_one_run_and_nothing_of_another(io_manager, run_id):
 
 def test_chunk_corrupted_in_place_is_detected(io_manager, run_id):
     store = io_manager.store()
-    round_trip(io_manager, run_id, np.arange(2 * MiB // 8), step="victim")
+    round_trip(io_manager, run_id, np.arange(4 * store.chunk_size // 8), step="victim")
     key = ObjectKey(f"run/{run_id}", "victim/result")
     manifest = store.read_manifest(key)
+    assert not manifest.inline
     store.session.execute(
         f"UPDATE {store.qualified_table} SET data = %s WHERE scope = %s AND path = %s AND version = %s "
-        "AND grp = 0 AND chunk = 1",
-        (b"\x00" * manifest.chunk_sizes[1], key.scope, key.path, manifest.version),
+        "AND grp = %s AND chunk = 1",
+        (b"\x00" * manifest.chunk_sizes[1], key.scope, key.path, manifest.version, 1 // store.chunks_per_partition),
     )
     with pytest.raises(ChecksumMismatchError, match="Chunk 1 of .*victim/result is corrupt"):
+        store.get(key)
+
+
+def test_inline_data_corrupted_in_place_is_detected(io_manager, run_id):
+    store = io_manager.store()
+    round_trip(io_manager, run_id, {"small": list(range(100))}, step="victim")
+    key = ObjectKey(f"run/{run_id}", "victim/result")
+    assert store.read_manifest(key).inline
+    row = store.session.execute(
+        f"SELECT data FROM {store.qualified_table} WHERE scope = %s AND path = %s AND version = '' AND grp = 0 "
+        "AND chunk = 0", (key.scope, key.path)).one()
+    damaged = bytearray(row.data)
+    damaged[-3] ^= 0xFF
+    store.session.execute(
+        f"UPDATE {store.qualified_table} SET data = %s WHERE scope = %s AND path = %s AND version = '' AND grp = 0 "
+        "AND chunk = 0", (bytes(damaged), key.scope, key.path))
+    with pytest.raises(ChecksumMismatchError, match="Chunk 0 of .*victim/result is corrupt"):
         store.get(key)
 
 

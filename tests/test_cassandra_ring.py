@@ -1,4 +1,4 @@
-"""A 3-instance local ring (127.0.0.7-9): one run's outputs spread over every instance."""
+"""A 3-instance local ring (127.0.0.11-13): one run's outputs spread over every instance."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ MiB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def ring():
-    ring = CassandraCluster(nodes=3, first_index=7, heap="1G")  # the ring `asgard bench io --nodes 3` uses
+    ring = CassandraCluster(nodes=3, first_index=11, heap="1G")  # the ring `asgard bench io --nodes 3` uses
     ring.start()
     yield ring
     ring.stop()
@@ -26,7 +26,7 @@ def test_one_run_lands_on_every_instance(ring, rf):
     result = spread(ring.nodes, {"contact_points": ring.contact_points, "replication_factor": rf,
                                  "consistency": "ONE"}, outputs=6, size_mib=16)
     shares = result["instance_bytes"]
-    assert set(shares) == {"127.0.0.7", "127.0.0.8", "127.0.0.9"}
+    assert set(shares) == {"127.0.0.11", "127.0.0.12", "127.0.0.13"}
     total = sum(shares.values())
     # every instance holds part of the run, and the replicas add up to rf copies of it
     assert all(b > 0.1 * total for b in shares.values()), shares
@@ -45,7 +45,7 @@ def test_bench_io_on_the_ring_reports_each_instance(ring):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     [spread] = [r["spread"] for r in rows if "spread" in r]
-    assert set(spread["instance_bytes"]) == {"127.0.0.7", "127.0.0.8", "127.0.0.9"}
+    assert set(spread["instance_bytes"]) == {"127.0.0.11", "127.0.0.12", "127.0.0.13"}
     assert spread["max_min_bytes_ratio"] is not None and spread["max_min_bytes_ratio"] >= 1.0
     cpu = [r for r in rows if r["write_mb_s"] is not None][0]
     assert cpu["server_cpu_write_s_per_gb"] > 0  # summed over the three instances

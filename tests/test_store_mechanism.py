@@ -75,6 +75,10 @@ def test_inline_threshold_and_superseded_versions(tmp_path):
     again = store.put(key, b"t" * 10)
     assert again.manifest.inline and store.get(key)[0] == b"t" * 10
     assert list((tmp_path / "run/r1/step/out").glob("*.data")) == []
+    wide = LocalObjectStore(tmp_path / "wide", chunk_size=4096, inline_bytes=3 * 4096)  # inline beyond one chunk
+    value = np.arange(1200, dtype=np.float64)  # 9,600 bytes: over two chunks
+    put = wide.put(key, value)
+    assert put.manifest.inline and put.manifest.chunks == 1 and np.array_equal(wide.get(key)[0], value)
     never = LocalObjectStore(tmp_path / "never", chunk_size=4096, inline_bytes=0)
     assert not never.put(key, b"x").manifest.inline and never.get(key)[0] == b"x"
 
@@ -107,3 +111,13 @@ def test_bad_configuration_is_a_typed_error(tmp_path):
         LocalObjectStore(tmp_path, codec="brotli")
     with pytest.raises(StoreConfigError, match="escapes the store root"):
         LocalObjectStore(tmp_path).put(ObjectKey("run/x", "../../../etc"), 1)
+
+
+def test_arrays_come_back_writable_inline_or_chunked(tmp_path):
+    store = LocalObjectStore(tmp_path, chunk_size=4096)
+    for n in (10, 100_000):  # inline, and chunked
+        key = ObjectKey.for_run("r1", "step", str(n))
+        store.put(key, np.arange(n, dtype=np.float64))
+        back, _ = store.get(key)
+        back += 1  # a consumer updating its input in place
+        assert back[0] == 1.0

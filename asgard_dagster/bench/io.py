@@ -13,7 +13,7 @@ fresh processes of opening the store and making the first 10 KiB put, as every s
 of Dagster's multiprocess (or k8s) executor does; the process has the library imported, as a
 step process has its code location. Spread (Cassandra): one run of six 16 MiB outputs in a
 fresh table, flushed, then each instance's live bytes and largest partition from ``nodetool
-tablestats``; with ``nodes > 1`` the bench runs on a ring of its own (127.0.0.7 onwards).
+tablestats``; with ``nodes > 1`` the bench runs on a ring of its own (127.0.0.11 onwards).
 
 Peers are our stores (:func:`resources.stores.registry.open_store`) and ``s3_stock``, dagster-aws's
 own ``S3PickleIOManager`` on the same MinIO (:class:`StockS3Peer`), so the table shows our S3 store
@@ -195,7 +195,8 @@ import json, sys, time
 import numpy as np
 from resources.stores import ObjectKey
 from asgard_dagster.bench.io import open_peer
-import dagster, asgard_dagster, asgard_dagster.s3  # what a step process has imported with its code location
+# what a step process has imported with its code location: the package and every client library
+import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
 import resources.stores.cassandra, resources.stores.redis, resources.stores.s3
 backend, kwargs, scope = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 payload = np.random.default_rng(0).bytes(10 * 1024)
@@ -319,7 +320,7 @@ def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16
 
 def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 2000, repeat: int = 3,
                  memory_mib: int = 256, progress: bool = True, first_puts: int = 3, nodes: int = 1,
-                 replication_factor: int = 1, spread_outputs: int = 6) -> list[dict]:
+                 replication_factor: int = 1, spread_outputs: int = 6, warmup: bool = True) -> list[dict]:
     """Rows ``{backend, object_bytes, write_mb_s, read_mb_s, ops_s, ...}``: throughput with server
     CPU per GB, 10 KiB ops/s with the first put of a fresh process, memory, and (Cassandra) the
     spread of one run over the instances. ``nodes > 1`` runs Cassandra on a ring of its own."""
@@ -333,7 +334,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
             from resources.cassandra import CassandraCluster, CassandraNode
 
             if nodes > 1:
-                ring = CassandraCluster(nodes=nodes, first_index=7, heap="1G")
+                ring = CassandraCluster(nodes=nodes, first_index=11, heap="1G")
                 ring.start()
                 stack.callback(ring.stop)
                 cassandra_nodes = ring.nodes
@@ -346,6 +347,13 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
             store.ping()
         cpus = {b: ServerCpu.for_backend(b, cassandra_nodes) for b in backends}
         rows: list[dict] = []
+        if warmup:
+            # untimed: a JVM's JIT (Cassandra after a restart) and every client's first
+            # connections and code paths are warm before any backend is measured
+            for backend, store in stores.items():
+                for size in sizes_mib:
+                    _throughput(store, size, 1, ServerCpu([]))
+                _small_ops(store, max(1, small_ops // 4))
         steps = len(backends) * (len(sizes_mib) + 1 + (1 if memory_mib else 0)) + (1 if cassandra_nodes else 0)
         with Progress(disable=not progress, transient=True) as bar:
             task = bar.add_task("bench io", total=steps)
