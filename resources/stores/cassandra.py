@@ -298,8 +298,32 @@ class CassandraObjectStore(ObjectStore):
                 self._on_prepare_error(session, exc)
         stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
         stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
+        if not self._prepared:
+            self._route_by_token(session)
         self._prepared[name] = stmt
         return stmt
+
+    def _route_by_token(self, session) -> None:
+        """Give the driver our keyspace's replication, so that on a ring every request goes to a
+        replica of its partition (token-aware) rather than through a coordinator's extra hop. The
+        driver learns it from the full schema, which it no longer reads at connect (see
+        ``_connect``); one row of ``system_schema.keyspaces`` is enough, and a single node needs
+        none."""
+        cluster = session.cluster
+        if len(cluster.metadata.all_hosts()) < 2 or self.keyspace in cluster.metadata.keyspaces:
+            return
+        from cassandra.metadata import KeyspaceMetadata
+
+        row = self._execute(session, "SELECT durable_writes, replication FROM system_schema.keyspaces "
+                                     "WHERE keyspace_name = %s", (self.keyspace,)).one()
+        if row is None:
+            return
+        replication = dict(row.replication)
+        strategy = replication.pop("class")
+        cluster.metadata.keyspaces[self.keyspace] = KeyspaceMetadata(
+            self.keyspace, row.durable_writes, strategy, replication)
+        if cluster.metadata.token_map is not None:
+            cluster.metadata.token_map.rebuild_keyspace(self.keyspace, build_if_absent=True)
 
     def _on_prepare_error(self, session, exc: BaseException) -> None:
         """A prepare failed: create what is missing, or explain a table of another layout."""
