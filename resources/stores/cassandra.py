@@ -403,6 +403,23 @@ class CassandraObjectStore(ObjectStore):
     def _run(self, name: str, params) -> Any:
         return self._execute(self.session, self._statement(name), params)
 
+    def _together(self, *requests: tuple[str, tuple]) -> None:
+        """A few requests sent at once and awaited together: one round trip, without the
+        window machinery of :meth:`_pipelined` (a small put's head and index row)."""
+        session = self.session
+        statements = [(self._statement(name), params) for name, params in requests]
+        futures = [session.execute_async(stmt, params, timeout=self.request_timeout) for stmt, params in statements]
+        failed = None
+        for future, (stmt, params) in zip(futures, statements):
+            try:
+                future.result()
+            except Exception as exc:  # resent below through the retrying path, or raised typed
+                failed = failed or exc
+            future._timer = None  # see _pipelined: frees the future at once
+        if failed is not None:  # idempotent: resend through the path that retries and maps errors
+            for _ in self._pipelined((i, name, params) for i, (name, params) in enumerate(requests)):
+                pass
+
     def _pipelined(self, items: Iterator[tuple[Any, str, tuple]]) -> Iterator[tuple[Any, list]]:
         """Run prepared statements ``(tag, name, params)`` with at most ``concurrency`` requests in
         flight, yielding ``(tag, rows)`` as they complete. The next item is not pulled until a
@@ -506,11 +523,10 @@ class CassandraObjectStore(ObjectStore):
         # Two requests in flight together (one round trip), not a batch: a batch over Cassandra's
         # batch_size_fail_threshold (50 KiB by default) is refused, and inline data reaches a chunk.
         # data = null on a chunked head clears a previous inline value of the same path.
-        for _ in self._pipelined(iter([
-            (0, "insert_head", (key.scope, key.path, manifest.to_bytes(), inline, ttl)),
-            (1, "insert_index", (key.scope, key.path, manifest.version, groups, True, ttl)),
-        ])):
-            pass
+        self._together(
+            ("insert_head", (key.scope, key.path, manifest.to_bytes(), inline, ttl)),
+            ("insert_index", (key.scope, key.path, manifest.version, groups, True, ttl)),
+        )
 
     def _read_manifest(self, key: ObjectKey):
         row = self._run("select_head", (key.scope, key.path)).one()
