@@ -34,8 +34,11 @@ def main() -> None:
     for step, meta in outputs:
         print(f"{step:<24} {meta['bytes'].value:>12,} {meta['chunks'].value:>6} {meta['write_mb_s'].value:>10.1f}  "
               f"{meta['dagster/uri'].value}")
-    paths = CassandraIOManager().store().list_paths(f"run/{run_id}")
-    print(f"\n{len(paths)} outputs stored in Cassandra keyspace 'asgard', partition 'run/{run_id}'.")
+    store = CassandraIOManager().store()
+    paths = store.list_paths(f"run/{run_id}")
+    partitions = store.partitions(f"run/{run_id}")
+    print(f"\n{len(paths)} outputs of scope 'run/{run_id}' stored in Cassandra keyspace 'asgard', "
+          f"over {len(partitions)} partitions (a head per output, a partition per chunk).")
     print("Look at the run in the UI:  DAGSTER_HOME=$PWD/dagster_home .venv/bin/dagster dev -w workspace.yaml")
     print(f"  then open http://127.0.0.1:3000/runs/{run_id}  (each step's output metadata shows its Cassandra URI)")
     print("Server status: .venv/bin/asgard cassandra status")
