@@ -184,7 +184,7 @@ def _throughput(store, size_mib: int, repeat: int, cpu: ServerCpu) -> dict:
             cpu_r += c2 - c1
     store.purge_scope(key.scope)
     gb = repeat * size_mib / 1024
-    has_cpu = cpu.seconds() is not None
+    has_cpu = bool(cpu.servers)
     return {"write_mb_s": round(best_w, 1), "read_mb_s": round(best_r, 1),
             "server_cpu_write_s_per_gb": round(cpu_w / gb, 2) if has_cpu else None,
             "server_cpu_read_s_per_gb": round(cpu_r / gb, 2) if has_cpu else None}
@@ -207,10 +207,14 @@ print(json.dumps({"first_put_ms": (time.perf_counter() - t0) * 1000}))
 """
 
 
+def _run_probe(script: str, *args: str) -> dict:
+    """Run ``script`` in a fresh interpreter; its last output line is a JSON object."""
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def _first_put_ms(backend: str, kwargs: dict, scope: str) -> float:
-    out = subprocess.run([sys.executable, "-c", _FIRST_PUT_PROBE, backend, json.dumps(kwargs), scope],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["first_put_ms"]
+    return _run_probe(_FIRST_PUT_PROBE, backend, json.dumps(kwargs), scope)["first_put_ms"]
 
 
 def _small_ops(store, count: int) -> float:
@@ -264,11 +268,7 @@ def _memory(backend: str, size_mib: int, kwargs: dict) -> tuple[float, float]:
     scope = f"bench-mem-{uuid.uuid4().hex[:8]}"
     ratios = []
     for mode in ("write", "read"):
-        out = subprocess.run(
-            [sys.executable, "-c", _MEMORY_PROBE, backend, mode, str(size_mib), scope, json.dumps(kwargs)],
-            capture_output=True, text=True, check=True,
-        ).stdout
-        result = json.loads(out.strip().splitlines()[-1])
+        result = _run_probe(_MEMORY_PROBE, backend, mode, str(size_mib), scope, json.dumps(kwargs))
         ratios.append(max(0, result["extra_bytes"]) / result["object_bytes"])
     open_peer(backend, **kwargs).purge_scope(f"run/{scope}")
     return ratios[0], ratios[1]
@@ -276,18 +276,11 @@ def _memory(backend: str, size_mib: int, kwargs: dict) -> tuple[float, float]:
 
 def _tablestats(node, table: str) -> dict:
     """Live bytes and the largest partition of ``table`` on one instance (after a flush)."""
-    import re
+    from resources.cassandra.nodetool import table_stats
 
     keyspace, name = table.split(".")
     node.nodetool("flush", keyspace, name)
-    text = node.nodetool("tablestats", table)
-
-    def field(label):
-        match = re.search(rf"{re.escape(label)}:\s*([0-9]+)", text)
-        return int(match.group(1)) if match else 0
-
-    return {"live_bytes": field("Space used (live)"),
-            "largest_partition_bytes": field("Compacted partition maximum bytes")}
+    return table_stats(node.nodetool("tablestats", table))
 
 
 def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16) -> dict:

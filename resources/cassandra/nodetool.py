@@ -43,3 +43,15 @@ def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeou
 def ring_status(output: str) -> dict[str, str]:
     """``{address: state}`` from ``nodetool status`` output (state ``UN`` is up and normal)."""
     return {m.group(2): m.group(1) for m in re.finditer(r"^([UD][NLJM])\s+(\d+\.\d+\.\d+\.\d+)", output, re.M)}
+
+
+def table_stats(output: str) -> dict[str, int]:
+    """Live bytes and the largest partition (Cassandra's histogram bucket) from ``nodetool
+    tablestats <keyspace.table>`` output; 0 where a figure is absent."""
+
+    def field(label: str) -> int:
+        match = re.search(rf"{re.escape(label)}:\s*([0-9]+)", output)
+        return int(match.group(1)) if match else 0
+
+    return {"live_bytes": field("Space used (live)"),
+            "largest_partition_bytes": field("Compacted partition maximum bytes")}

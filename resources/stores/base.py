@@ -190,6 +190,9 @@ class ObjectStore(abc.ABC):
     backend: str = "abstract"
     #: largest chunk the backend accepts; subclasses lower it (Cassandra's mutation limit)
     max_chunk_size: int = 1 << 30
+    #: the backend has no TTL of its own: an object older than ``ttl_seconds`` (by its
+    #: manifest's ``created_at``) reads as missing, like a TTL'd row
+    expires_on_read: bool = False
 
     def __init__(
         self,
@@ -281,7 +284,7 @@ class ObjectStore(abc.ABC):
                 data = self.codec.compress(chunk)
                 chunk_sizes.append(chunk.nbytes)
                 chunk_crcs.append(zlib.crc32(data))
-                stored += len(data) if not isinstance(data, memoryview) else data.nbytes
+                stored += memoryview(data).nbytes
                 yield i, data
 
         inline = None
@@ -291,7 +294,7 @@ class ObjectStore(abc.ABC):
             inline = self.codec.compress(memoryview(joined).cast("B"))
             chunk_sizes.append(size)
             chunk_crcs.append(zlib.crc32(inline))
-            stored = len(inline) if not isinstance(inline, memoryview) else inline.nbytes
+            stored = memoryview(inline).nbytes
         else:
             self._write_chunks(key, version, encoded(), -(-size // self.chunk_size))
         manifest = Manifest(
@@ -315,6 +318,8 @@ class ObjectStore(abc.ABC):
         if head is None:
             return None
         manifest = Manifest.from_bytes(head[0], self.uri(key))
+        if self.expires_on_read and self.ttl_seconds and time.time() - manifest.created_at > self.ttl_seconds:
+            return None
         if manifest.inline and head[1] is None and manifest.size:
             raise CorruptManifestError(self.uri(key), "the manifest says the data is inline but the record has none")
         return manifest, head[1]
@@ -324,7 +329,7 @@ class ObjectStore(abc.ABC):
         return head[0] if head is not None else None
 
     def exists(self, key: ObjectKey) -> bool:
-        return self._read_manifest(key) is not None
+        return self._head(key) is not None
 
     def get(self, key: ObjectKey) -> tuple[Any, GetResult]:
         """The stored value and how it was read. Retries once if a rewrite raced the read."""

@@ -151,6 +151,13 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
         return session
 
 
+def _release(future) -> None:
+    """A finished ResponseFuture and its (cancelled) timer refer to each other, so it and the
+    chunk it carries waited for Python's cycle collector: 100 MiB of a 256 MiB read was such
+    garbage. Dropping the timer frees both as soon as the caller is done with them."""
+    future._timer = None
+
+
 def close_sessions() -> None:
     """Shut down every cached driver session of this process. A session to a node that has gone
     keeps a reconnection timer, which at interpreter exit fails noisily ("cannot schedule new
@@ -232,11 +239,8 @@ class CassandraObjectStore(ObjectStore):
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.chunks_per_partition = chunks_per_partition
         self.durable_writes = durable_writes
-        self._prepared: dict[str, Any] = {}
-        self._prepared_session = None
+        self._prepared: dict[str, Any] = {}  # statements prepared on self._session
         self._session, self._session_pid = None, None
-        self._schema_checked = False
-        self._lock = threading.Lock()
 
     # --- connection and schema ----------------------------------------------------------
     @property
@@ -244,12 +248,9 @@ class CassandraObjectStore(ObjectStore):
         session = self._session
         if session is None or session.is_shutdown or self._session_pid != os.getpid():
             session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout)
+            if session is not self._session:
+                self._prepared = {}
             self._session, self._session_pid = session, os.getpid()
-        if self._prepared_session is not session:
-            with self._lock:
-                if self._prepared_session is not session:
-                    self._prepared = {}
-                    self._prepared_session = session
         return session
 
     @property
@@ -327,11 +328,8 @@ class CassandraObjectStore(ObjectStore):
 
     def _on_prepare_error(self, session, exc: BaseException) -> None:
         """A prepare failed: create what is missing, or explain a table of another layout."""
-        message = str(exc).lower()
-        if "undefined column" in message or "unknown identifier" in message or "undefined name" in message:
-            self._check_layout(session)
+        self._check_layout(session)  # before creating anything beside a table of another layout
         self._ensure_schema(session)
-        self._check_layout(session)
 
     def _check_layout(self, session) -> None:
         rows = self._execute(
@@ -415,7 +413,7 @@ class CassandraObjectStore(ObjectStore):
                 future.result()
             except Exception as exc:  # resent below through the retrying path, or raised typed
                 failed = failed or exc
-            future._timer = None  # see _pipelined: frees the future at once
+            _release(future)
         if failed is not None:  # idempotent: resend through the path that retries and maps errors
             for _ in self._pipelined((i, name, params) for i, (name, params) in enumerate(requests)):
                 pass
@@ -460,10 +458,7 @@ class CassandraObjectStore(ObjectStore):
                 return
             key, tag, statement, params, attempt, rows, exc = done.get()
             in_flight -= 1
-            # A finished ResponseFuture and its (cancelled) timer refer to each other, so it and
-            # the chunk it carries waited for Python's cycle collector: 100 MiB of a 256 MiB read
-            # was such garbage. Dropping the timer frees each as soon as we are done with it.
-            pending.pop(key)._timer = None
+            _release(pending.pop(key))
             if exc is None:
                 yield tag, rows
             elif _is_busy(exc) and attempt < 200:
@@ -513,9 +508,8 @@ class CassandraObjectStore(ObjectStore):
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
         per = self.chunks_per_partition
         items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
-        for i, rows in self._pipelined(items):
-            row = rows.one() if hasattr(rows, "one") else (rows[0] if rows else None)
-            yield i, (row.data if row is not None else None)
+        for i, rows in self._pipelined(items):  # a callback's rows: a list
+            yield i, (rows[0].data if rows else None)
 
     def _write_manifest(self, key: ObjectKey, manifest, inline) -> None:
         groups = 0 if inline is not None else self.groups(manifest.chunks)
@@ -539,16 +533,17 @@ class CassandraObjectStore(ObjectStore):
             return list(self._run("select_index", (scope,)))
         return list(self._run("select_index_path", (scope, path)))
 
-    def _delete_listed(self, scope: str, rows: list) -> None:
-        """Delete the partitions the index rows ``rows`` name: every head and chunk group."""
-        def items():
-            for path in sorted({r.path for r in rows}):
-                yield None, "delete_partition", (scope, path, "", 0)
-            for r in rows:
-                for g in range(r.groups or 0):
-                    yield None, "delete_partition", (scope, r.path, r.version, g)
+    @staticmethod
+    def _partitions_of(rows: list) -> list[tuple[str, str, int]]:
+        """``(path, version, grp)`` of the partitions index rows name: each path's head, and
+        every chunk group of each version."""
+        heads = [(path, "", 0) for path in {r.path for r in rows}]
+        return sorted(heads + [(r.path, r.version, g) for r in rows for g in range(r.groups or 0)])
 
-        for _ in self._pipelined(items()):
+    def _delete_listed(self, scope: str, rows: list) -> None:
+        """Delete the partitions the index rows ``rows`` name."""
+        items = ((None, "delete_partition", (scope, *p)) for p in self._partitions_of(rows))
+        for _ in self._pipelined(items):
             pass
 
     def _delete_key(self, key: ObjectKey) -> None:
@@ -564,7 +559,4 @@ class CassandraObjectStore(ObjectStore):
 
     def partitions(self, scope: str) -> list[tuple[str, str, int]]:
         """``(path, version, grp)`` of every partition the scope's index names (heads included)."""
-        rows = self._index(scope)
-        out = [(r.path, r.version, g) for r in rows for g in range(r.groups or 0)]
-        out.extend((p, "", 0) for p in {r.path for r in rows})
-        return sorted(out)
+        return self._partitions_of(self._index(scope))

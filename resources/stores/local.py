@@ -3,15 +3,14 @@
 Layout under ``root``: ``<scope>/<path>/<version>.data`` and ``<scope>/<path>/manifest`` (the
 manifest record of :func:`~resources.stores.base.pack_head`, a small object's data inline;
 written to a temporary name and renamed, so the manifest swap is atomic; older versions' files
-are removed after it). TTL is enforced on
-read from the manifest's ``created_at``; ``purge_scope`` removes the scope's directory.
+are removed after it). TTL is enforced on read from the manifest's ``created_at``;
+``purge_scope`` removes the scope's directory.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,6 +22,7 @@ MANIFEST = "manifest"
 
 class LocalObjectStore(ObjectStore):
     backend = "local"
+    expires_on_read = True
 
     def __init__(self, root: str | os.PathLike, **kwargs):
         kwargs.setdefault("chunk_size", 8 * MiB)
@@ -80,11 +80,8 @@ class LocalObjectStore(ObjectStore):
                     old.with_suffix(suffix).unlink(missing_ok=True)
 
     def _read_manifest(self, key: ObjectKey):
-        path = self._dir(key) / MANIFEST
         try:
-            if self.ttl_seconds and time.time() - path.stat().st_mtime > self.ttl_seconds:
-                return None  # expired, like a TTL'd row
-            return unpack_head(path.read_bytes(), self.uri(key))
+            return unpack_head((self._dir(key) / MANIFEST).read_bytes(), self.uri(key))
         except FileNotFoundError:
             return None
 

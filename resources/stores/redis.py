@@ -38,7 +38,7 @@ import re
 import threading
 from typing import Any, Iterator
 
-from .base import MiB, ObjectKey, ObjectStore, pack_head, unpack_head
+from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, unpack_head
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
 
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
@@ -266,11 +266,9 @@ class RedisObjectStore(ObjectStore):
         """Delete the chunks of the version our write displaced, on a background thread: that
         manifest is no longer anyone's commit point (SET replaced it atomically), and a reader
         still reading it retries with the new one."""
-        from .base import Manifest
-
         try:
             old = Manifest.from_bytes(unpack_head(record)[0])
-        except Exception:  # a damaged record: its chunks, if any, expire with their TTL
+        except StoreError:  # a damaged record: its chunks, if any, expire with their TTL
             return
         if old.inline or old.version == current:
             return

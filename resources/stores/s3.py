@@ -36,11 +36,10 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
-from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, run_bounded, unpack_head
+from .base import MiB, ObjectKey, ObjectStore, pack_head, run_bounded, unpack_head
 from .errors import StoreConfigError, StoreUnavailableError
 
 LOCAL_ENDPOINT = "http://127.0.0.1:9000"
@@ -122,6 +121,7 @@ class S3ObjectStore(ObjectStore):
     """
 
     backend = "s3"
+    expires_on_read = True  # S3 has no per-object TTL (a lifecycle rule deletes later)
     max_chunk_size = 1024 * MiB
 
     def __init__(
@@ -254,12 +254,7 @@ class S3ObjectStore(ObjectStore):
 
     def _read_manifest(self, key: ObjectKey):
         record = self._get(self.manifest_name(key))
-        if record is None:
-            return None
-        head = unpack_head(record, self.uri(key))
-        if self.ttl_seconds and time.time() - Manifest.from_bytes(head[0], self.uri(key)).created_at > self.ttl_seconds:
-            return None  # expired, like a TTL'd row (a lifecycle rule deletes it later)
-        return head
+        return unpack_head(record, self.uri(key)) if record is not None else None
 
     def _delete_names(self, names: list[str]) -> None:
         client = self.client
