@@ -320,9 +320,19 @@ def test_fan_out_fan_in_job_on_multiprocess_executor(cassandra_node, dagster_ins
     engine = [e for e in dagster_instance.all_logs(run_id) if e.dagster_event and
               e.dagster_event.event_type_value == "ENGINE_EVENT" and "multiprocess" in e.message.lower()]
     assert engine, "the job did not run on the multiprocess executor"
-    paths = CassandraIOManager(keyspace=TEST_KEYSPACE).store().list_paths(f"run/{run_id}")
+    store = CassandraIOManager(keyspace=TEST_KEYSPACE).store()
+    paths = store.list_paths(f"run/{run_id}")
     assert paths == sorted([f"make_chunks/result/chunk_{i}" for i in range(3)]
                            + [f"normalize[chunk_{i}]/result" for i in range(3)] + ["summarize_chunks/result"])
+    # through the real run too: the 1 MiB arrays (plus pickle headers) and the summary are each one
+    # inline head row, and the run's seven outputs are seven partitions of their own on the ring
+    scope = f"run/{run_id}"
+    assert all(store.read_manifest(ObjectKey(scope, p)).inline for p in paths)
+    assert store.partitions(scope) == sorted((p, "", 0) for p in paths)
+    tokens = {store.session.execute(
+        f"SELECT token(scope, path, version, grp) AS t FROM {store.qualified_table} WHERE scope = %s AND path = %s "
+        "AND version = '' AND grp = 0", (scope, p)).one().t for p in paths}
+    assert len(tokens) == len(paths)
 
 
 def test_reexecute_from_failure_reads_parent_outputs(cassandra_node, dagster_instance, tmp_path, monkeypatch):
