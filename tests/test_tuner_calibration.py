@@ -13,6 +13,7 @@ from tuner.calibrate import PlannedConfig, calibrate, read_rows
 from tuner.knobs import Configuration, apply
 from tuner.node import TunerNode
 from tuner.workload import Workload, run_workload
+from resources.stores import ObjectKey
 
 
 @pytest.fixture(scope="session")
@@ -46,77 +47,94 @@ def test_workload_generator_drives_the_real_store(tuner_store):
     assert m.ops <= 40 + 16 and m.seconds < 30
 
 
-def test_miniature_calibration_restarts_and_appends(tuner_node, tuner_store, tmp_path):
+def test_miniature_calibration_pairs_every_config_with_the_default(tuner_node, tuner_store, tmp_path):
     path = tmp_path / "cal.jsonl"
-    restart_only = Configuration(file_cache_size_mib=128, memtable_heap_space_mib=128, compaction="LCS",
-                                 concurrent_writes=16)
-    configs = [PlannedConfig("default", Configuration()), PlannedConfig("random", restart_only)]
-    workloads = [Workload(0.5, 16), Workload(0.9, 64)]
-    summary = calibrate(path, tuner_node, tuner_store, workloads, configs, duration_s=0.5, warmup_s=0.1,
-                        settle_s=0.2, progress=False)
-    assert summary["rows_written"] == 4 and summary["restarts"] >= 1
-    # the restart-only knobs really changed on the node
-    s = tuner_node.settings(["file_cache_enabled", "file_cache_size", "memtable_heap_space", "concurrent_writes"])
-    assert s == {"file_cache_enabled": "true", "file_cache_size": "128MiB", "memtable_heap_space": "128MiB",
-                 "concurrent_writes": "16"}
+    restart_only = Configuration(file_cache_size_mib=128, commitlog_sync="group", durable_writes=False)
+    configs = [PlannedConfig("aa", Configuration()), PlannedConfig("random", restart_only)]
+    workloads = [Workload.from_dag("scatter", 4, 64, compressibility=0.0), Workload.from_dag("broadcast", 4, 16)]
+    summary = calibrate(path, tuner_node, tuner_store, workloads, configs, duration_s=0.4, warmup_s=0.1,
+                        pairs=2, settle_s=0.2, progress=False)
+    assert summary["rows_written"] == 4
+    # ABBA: default, candidate, candidate, default -- two switches, each a restart for this one
+    assert summary["restarts"] == 2 and all(s > 1 for s in summary["restart_seconds"])
     rows = read_rows(path)
-    assert len(rows) == 4 and {r["tag"] for r in rows} == {"default", "random"}
-    assert all(r["ops_per_s"] > 0 and r["workload"]["name"] for r in rows)
-    assert any(r["applied"]["restarted"] and r["applied"]["restart_seconds"] > 1 for r in rows)
+    assert [r["tag"] for r in rows] == ["aa", "aa", "random", "random"]
+    for r in rows:
+        assert len(r["ratios"]) == 2 and all(x > 0 for x in r["ratios"]) and r["errors"] == 0
+        # the row's ratio is the geometric mean of its pairs
+        assert r["ratio"] == pytest.approx((r["ratios"][0] * r["ratios"][1]) ** 0.5, rel=1e-3)
+        assert r["ci_low"] <= r["ratio"] <= r["ci_high"]
+        assert r["baseline_cpu_s_per_gb"] > 0 and r["candidate_cpu_s_per_gb"] > 0
+    assert rows[2]["applied"]["restarts"] and not rows[0]["applied"]["restarts"]
+    # the node is back at the default: periodic sync, durable keyspace
+    assert tuner_node.settings(["commitlog_sync"]) == {"commitlog_sync": "periodic"}
     # resumable: a rerun finds everything done and appends nothing
-    again = calibrate(path, tuner_node, tuner_store, workloads, configs, duration_s=0.5, progress=False)
+    again = calibrate(path, tuner_node, tuner_store, workloads, configs, duration_s=0.4, progress=False)
     assert again["rows_written"] == 0 and len(read_rows(path)) == 4
-    # an interrupted line is ignored, and the missing pair is measured
+    # an interrupted line is ignored, and the missing configuration is measured again
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:3]) + "\n" + lines[3][:40] + "\n")
-    third = calibrate(path, tuner_node, tuner_store, workloads, configs, duration_s=0.5, progress=False)
-    assert third["rows_written"] == 1 and len(read_rows(path)) == 4
+    third = calibrate(path, tuner_node, tuner_store, workloads, configs[:1], duration_s=0.4, progress=False)
+    assert third["rows_written"] == 0
+    fourth = calibrate(path, tuner_node, tuner_store, workloads, configs, duration_s=0.4, settle_s=0.2,
+                       progress=False)
+    assert fourth["rows_written"] == 1 and len(read_rows(path)) == 4
 
 
-def test_apply_live_only_does_not_restart(tuner_node, tuner_store):
+def test_apply_reaches_keyspace_table_node_and_client(tuner_node, tuner_store):
     prev = Configuration(file_cache_size_mib=128, memtable_heap_space_mib=128, compaction="LCS", concurrent_writes=16)
     apply(tuner_node, tuner_store, prev, None)
     pid = tuner_node.pid()
-    new = prev.replace(concurrent_writes=48, compaction="UCS", ucs_scaling_parameters="L4", memtable="trie")
+    new = prev.replace(concurrent_writes=48, compaction="UCS", ucs_scaling_parameters="L4", memtable="trie",
+                       durable_writes=False, gc_grace_seconds=3600, client_chunk_kib=256, client_codec="lz4")
     res = apply(tuner_node, tuner_store, new, prev)
     assert not res.restarted and tuner_node.pid() == pid
-    assert res.live == ["setconcurrency MutationStage 48"] and "UnifiedCompactionStrategy" in res.table[0]
-    assert "memtable = 'trie'" in res.table[0]
-    assert "MutationStage" in tuner_node.nodetool("getconcurrency", "MutationStage")
+    assert res.live == ["setconcurrency MutationStage 48"] and "UnifiedCompactionStrategy" in res.table[1]
+    assert res.table[0] == "ALTER KEYSPACE asgard_tuner_test WITH durable_writes = false"
+    assert "memtable = 'trie'" in res.table[1]
     assert "48" in tuner_node.nodetool("getconcurrency", "MutationStage")
     meta = tuner_store.session.execute(
-        "SELECT compaction, memtable FROM system_schema.tables "
+        "SELECT compaction, memtable, gc_grace_seconds FROM system_schema.tables "
         "WHERE keyspace_name = 'asgard_tuner_test' AND table_name = 'objects'"
     ).one()
     assert meta.compaction["class"].endswith("UnifiedCompactionStrategy") and meta.compaction["scaling_parameters"] == "L4"
-    assert meta.memtable == "trie" and tuner_node.pid() == pid  # switched live, no restart
+    assert meta.memtable == "trie" and meta.gc_grace_seconds == 3600
+    ks = tuner_store.session.execute(
+        "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard_tuner_test'").one()
+    assert ks.durable_writes is False and tuner_node.pid() == pid  # all live, no restart
+    # the client side: the next put is chunked and compressed as tuned, and reads back
+    key = ObjectKey("tuner/apply", "out")
+    data = bytes(range(256)) * 4096  # 1 MiB
+    put = tuner_store.put(key, data)
+    assert put.manifest.chunk_size == 256 << 10 and put.manifest.codec == "lz4"
+    assert tuner_store.get(key)[0] == data
     back = apply(tuner_node, tuner_store, Configuration(), new)
     assert back.restarted and back.restart_seconds > 0
     assert tuner_node.settings(["file_cache_enabled"]) == {"file_cache_enabled": "false"}
-    assert "memtable = 'default'" in back.table[0]
+    assert "memtable = 'default'" in back.table[1] and back.table[0].endswith("durable_writes = true")
+    assert tuner_store.chunk_size == 1 << 20 and tuner_store.codec.name == "none"
     json.dumps(back.as_dict())
 
 
-def test_validate_measures_tuned_default_and_a_real_grid(tuner_node):
-    """`asgard tune validate --real-grid 1` in miniature: the shipped surrogate's pick and every
-    grid value of the top key knob, each measured on the real node, the tuned pick set against
-    the best the grid measured."""
-    from tuner.anova import key_knobs
+def test_validate_measures_tuned_against_default_per_pattern(tuner_node, tuner_store):
+    """`asgard tune validate` in miniature: the shipped surrogate's pick for two DAG patterns,
+    each measured against the default in ABBA pairs, with the noise floor beside it."""
     from tuner.dataset import DEFAULT_MODEL
-    from tuner.knobs import KNOBS
-    from tuner.surrogates import Surrogate
-    from tuner.validate import json_key, validate
+    from tuner.measure import geomean
+    from tuner.validate import validate
 
-    result = validate([0.5], 16, duration_s=0.4, repeats=1, model_path=str(DEFAULT_MODEL), progress=False,
-                      stop_after=False, real_grid=1, keyspace="asgard_tuner_test", node=tuner_node)
-    (row,) = result["workloads"]
-    top = key_knobs(Surrogate.load(DEFAULT_MODEL))[0]
-    assert result["real_grid_knobs"] == [top]
-    grid = row["real_grid"]
-    # every grid value of the knob was measured (the default once as "default")
-    assert grid["configs"] == len(KNOBS[top].values_for_grid())
-    assert all(v > 0 for v in grid["ops_per_s"].values()) and json_key(Configuration()) in grid["ops_per_s"]
-    assert grid["best_ops_per_s"] == max(grid["ops_per_s"].values())
-    assert grid["tuned_vs_best_pct"] == pytest.approx((row["tuned_ops_per_s"] / grid["best_ops_per_s"] - 1) * 100, abs=0.02)
-    assert row["default_ops_per_s"] > 0 and row["tuned_ops_per_s"] > 0 and len(row["samples"]["default"]) == 2
+    wls = [Workload.from_dag("scatter", 4, 256, compressibility=0.0), Workload.from_dag("shuffle", 2, 16)]
+    result = validate(wls, str(DEFAULT_MODEL), tuner_node, tuner_store, pairs=2, duration_s=0.4,
+                      noise=True, progress=False)
+    assert [r["pattern"] for r in result["rows"]] == ["scatter", "shuffle"]
+    for r in result["rows"]:
+        assert {"pattern", "object_kib", "predicted_gain_pct", "measured_gain_pct", "ci_low_pct", "ci_high_pct"} <= set(r)
+        assert len(r["ratios"]) == 2 and r["measured_gain_pct"] == pytest.approx((geomean(r["ratios"]) - 1) * 100, abs=0.02)
+        assert r["ci_low_pct"] <= r["measured_gain_pct"] <= r["ci_high_pct"]
+        assert len(r["noise_ci_pct"]) == 2 and r["default_ops_per_s"] > 0 and r["tuned_ops_per_s"] > 0
+        if not r["tuned_config"]:  # the default kept: nothing predicted
+            assert r["predicted_gain_pct"] == 0
     assert tuner_node.is_running()
+    ks = tuner_store.session.execute(
+        "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard_tuner_test'").one()
+    assert ks.durable_writes is True  # left at the default

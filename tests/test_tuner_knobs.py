@@ -70,15 +70,67 @@ def test_grid_and_random_sampling_stay_valid():
 def test_plan_has_min_max_default_and_few_restarts():
     p = plan(CALIBRATED, n_random=6, seed=3)
     tags = [x.tag for x in p]
-    assert tags[0] == "default" and tags.count("default") == 3
+    # the default against itself at both ends: the noise floor, and ANOVA's default level
+    assert tags[0] == tags[-1] == "aa" and tags.count("aa") == 2
     for name in CALIBRATED:
         kb = KNOBS[name]
         seen = {x.config[name] for x in p}
-        expected = set(kb.choices) if kb.kind == "choice" else {kb.low, kb.high, kb.default}
+        expected = set(kb.choices) if kb.kind == "choice" else {min(kb.values_for_grid()), max(kb.values_for_grid()), kb.default}
         assert expected <= seen, name
+    # random configurations only vary knobs that apply without a restart
+    for x in p:
+        if x.tag == "random":
+            assert x.config.restart_part() == Configuration().restart_part()
     groups = {x.config.restart_part() for x in p}
-    # ordered by restart group: restarts = groups - 1 (the default group first) + 1 back to default
     assert count_restarts(p) <= len(groups)
+
+
+def test_ephemeral_data_knobs_render_where_cassandra_reads_them():
+    c = Configuration(durable_writes=False, gc_grace_seconds=0, memtable_flush_period_ms=60000,
+                      row_cache_size_mib=256, commitlog_sync="group", client_chunk_kib=4096,
+                      client_in_flight=16, client_codec="zstd", commitlog_segment_size_mib=64)
+    assert c.alter_keyspace_cql("ks") == "ALTER KEYSPACE ks WITH durable_writes = false"
+    assert Configuration().alter_keyspace_cql("ks").endswith("durable_writes = true")  # stock Cassandra
+    cql = c.alter_table_cql("ks")
+    assert "gc_grace_seconds = 0" in cql and "memtable_flush_period_in_ms = 60000" in cql
+    assert "caching = {'keys': 'ALL', 'rows_per_partition': 'ALL'}" in cql
+    assert "'rows_per_partition': 'NONE'" in Configuration().alter_table_cql("ks")
+    y = c.yaml_overrides()
+    assert y["row_cache_size"] == "256MiB" and y["commitlog_sync"] == "group"
+    assert y["commitlog_sync_group_window"] == "15ms" and y["commitlog_sync_period"] is None
+    # the stock sync mode stays written (the base config sets it), with its period
+    d = Configuration().yaml_overrides()
+    assert d["commitlog_sync"] == "periodic" and d["commitlog_sync_period"] == "10000ms"
+    assert d["commitlog_sync_group_window"] is None
+    assert c.client_options() == {"chunk_size": 4 << 20, "concurrency": 16, "codec": "zstd"}
+    assert c.to_file_dict()["client"] == c.client_options() and c.to_file_dict()["keyspace"] == {"durable_writes": False}
+    # how each applies: live schema changes, a restart, or the client
+    kinds = {n: KNOBS[n].apply for n in ("durable_writes", "gc_grace_seconds", "row_cache_size_mib",
+                                        "commitlog_sync", "client_chunk_kib")}
+    assert kinds == {"durable_writes": "keyspace", "gc_grace_seconds": TABLE, "row_cache_size_mib": RESTART,
+                     "commitlog_sync": RESTART, "client_chunk_kib": "client"}
+    # a head row of two 4 MiB chunks does not fit half of a 16 MiB commit log segment
+    with pytest.raises(KnobConstraintError, match="commitlog_segment_size_mib >= 17"):
+        Configuration(client_chunk_kib=4096, commitlog_segment_size_mib=16)
+
+
+def test_client_options_apply_to_a_live_store_and_old_objects_still_read(tmp_path):
+    from resources.stores import ObjectKey, StoreConfigError
+    from resources.stores.local import LocalObjectStore
+
+    store = LocalObjectStore(root=str(tmp_path), chunk_size=1 << 20)
+    key = ObjectKey("run", "before")
+    data = bytes(range(256)) * 20_000  # 5 MiB, five chunks
+    store.put(key, data)
+    store.set_client_options(chunk_size=256 << 10, concurrency=2, codec="zstd")
+    assert (store.chunk_size, store.concurrency, store.codec.name) == (256 << 10, 2, "zstd")
+    after = ObjectKey("run", "after")
+    res = store.put(after, data)
+    assert res.manifest.codec == "zstd" and res.manifest.chunk_size == 256 << 10
+    assert store.get(key)[0] == data and store.get(after)[0] == data  # each read by its own manifest
+    with pytest.raises(StoreConfigError, match="concurrency must be at least 1"):
+        store.set_client_options(chunk_size=1 << 20, concurrency=0, codec="none")
+    assert store.concurrency == 2  # a refused change changes nothing
 
 
 def test_memtable_is_a_live_table_knob_rendered_as_a_string_option(tmp_path):
@@ -108,7 +160,7 @@ def test_memtable_is_a_live_table_knob_rendered_as_a_string_option(tmp_path):
     model = Surrogate.load(DEFAULT_MODEL)
     p = model.predict(model.space.matrix(Workload(0.5, 16), [Configuration(), trie]))
     assert p.shape == (2,) and all(v > 0 for v in p)
-    # the new knob at its default leaves configuration ids (calibration resume keys) unchanged
+    # configuration ids (calibration resume keys) are those of the shipped rows' knobs
     rows = read_rows(DEFAULT_DATASET)[:50]
     assert rows and all(config_id(Configuration(r["knobs"])) == r["config_id"] for r in rows)
     assert config_id(Configuration()) != config_id(trie)

@@ -27,9 +27,15 @@ def ds():
 
 def test_shipped_dataset_is_real_and_small(ds):
     assert DEFAULT_DATASET.stat().st_size < 3_000_000 and DEFAULT_MODEL.stat().st_size < 3_000_000
-    assert len(ds) >= 300
-    assert len(np.unique(ds.config_ids)) >= 25 and len(ds.workloads()) >= 6
-    assert all(r["ops_per_s"] > 0 and r["p99_ms"] > 0 for r in ds.rows)
+    assert len(ds) >= 250
+    assert len(np.unique(ds.config_ids)) >= 40 and len(ds.workloads()) >= 6
+    # every DAG pattern the topology analyzer names, at several sizes and compressibilities
+    assert {w.pattern for w in ds.workloads()} >= {"scatter", "broadcast", "shuffle", "fanin"}
+    assert len({w.object_kib for w in ds.workloads()}) >= 3 and len({w.compressibility for w in ds.workloads()}) == 2
+    for r in ds.rows:  # paired: the row's ratio is the geometric mean of its pairs
+        assert len(r["ratios"]) >= 2 and r["baseline_ops_per_s"] > 0 and r["candidate_ops_per_s"] > 0
+        assert r["ratio"] == pytest.approx(float(np.exp(np.mean(np.log(r["ratios"])))), rel=1e-3)
+    assert len(ds.noise_rows()) >= 2 * len(ds.workloads())  # the default against itself, twice
     assert ds.median_restart_seconds() > 1  # measured, not assumed
 
 
@@ -66,7 +72,7 @@ def test_shipped_model_and_search(ds):
     w = Workload(read_ratio=0.9, object_kib=16)
     r = search(model, w, method="nsga2", evaluations=1000)
     assert r.evaluations == 1000 and r.surrogate_calls == 20  # batches of 50
-    assert r.predicted_ops_per_s >= r.default_predicted_ops_per_s * 0.999
+    assert r.predicted_ratio >= r.default_predicted_ratio * 0.999
     c = compare(model, w, ["compaction", "concurrent_reads", "concurrent_writes"], evaluations=600)
     assert c["exhaustive"]["evaluations"] == 4 * 5 * 5
     for m in ("nsga2", "tpe"):
@@ -78,8 +84,14 @@ def test_shipped_model_and_search(ds):
 def test_rank_on_shipped_data():
     res = rank(read_rows(DEFAULT_DATASET))
     assert 1 <= res["k"] <= len(res["ranking"]) and res["key_knobs"]
-    stds = [t["std_pct"] for t in res["ranking"]]
+    significant = [t for t in res["ranking"] if t["significant"]]
+    assert res["ranking"][: len(significant)] == significant and all(t["p_value"] < 0.05 for t in significant)
+    stds = [t["std_pct"] for t in significant]
     assert stds == sorted(stds, reverse=True) and res["noise_std_pct"] > 0
+    assert set(res["key_knobs"]) <= {t["knob"] for t in significant}
+    # the commit log is what ephemeral data need not pay for: durable_writes matters
+    assert "durable_writes" in res["key_knobs"]
+    assert next(t for t in res["ranking"] if t["knob"] == "durable_writes")["levels"]["False"] > 0
     assert knee([100, 90, 10, 9, 8], min_k=1, max_k=4) == 2
     shipped = json.loads(DEFAULT_RANKING.read_text())
     assert shipped["key_knobs"]
@@ -92,11 +104,16 @@ def test_cli_recommend_writes_a_config_the_node_accepts(tmp_path):
                                "--evaluations", "500", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert doc["predicted_ops_per_s"] > 0 and doc["evaluations"] == 500 and "yaml_overrides" in doc
+    assert doc["predicted_ratio"] > 0 and doc["evaluations"] == 500 and "yaml_overrides" in doc
     cfg = load_config_file(out)
     assert isinstance(cfg, Configuration)
     file_doc = yaml.safe_load(out.read_text())
-    assert set(file_doc) >= {"knobs", "yaml_overrides", "table_options", "live"}
+    assert set(file_doc) >= {"knobs", "yaml_overrides", "table_options", "live", "keyspace", "client"}
+    assert file_doc["client"] == cfg.client_options()
+    from asgard_dagster import CassandraIOManager
+
+    io = CassandraIOManager(**file_doc["io_manager"])  # the client side, as IO manager fields
+    assert io.concurrency == cfg["client_in_flight"] and io.chunk_size_bytes == cfg["client_chunk_kib"] * 1024
     from tuner.node import TunerNode
 
     node = TunerNode(index=5, workdir=tmp_path / "n")

@@ -1,20 +1,25 @@
-"""Key-knob ranking by ANOVA (seed 004 §3.4, §4.5).
+"""Key-knob ranking by ANOVA with replication (seed 004 §3.4, §4.5, on paired ratios).
 
-One knob is varied at a time with the others at their defaults (the ``oat:<knob>`` rows of the
-calibration, plus the ``default`` rows as that knob's default level). Throughput is taken
-relative to the default configuration's mean on the same workload, so workloads of very
-different absolute ops/s weigh alike. A knob is scored by the variance (reported as standard
-deviation, in % of the default) of its levels' mean throughput -- Rafiki's var(S1, S2, S3) --
-and a one-way ANOVA F test across its levels says whether that is above the noise. The *knee*
-is the largest relative drop between consecutive scores: the knobs before it are the key knobs.
+The observations are the log throughput ratios over the default of every *pair* (not the
+rows' means): the ``oat:<knob>`` rows give the knob's other levels, the ``aa`` rows (the
+default measured against itself) its default level. For each knob, a two-way ANOVA
+``log ratio ~ C(level) * C(workload)`` (statsmodels, type II) asks whether the level matters,
+on its own or for some workloads only (a knob may speed writes and slow reads). With every
+cell replicated, one drifted pair cannot rank a knob: it is one observation among the cell's.
+
+A knob's score is Rafiki's var(S1, S2, S3), per workload: the spread (standard deviation, in %
+of the default) of its levels' mean ratios, averaged over the workloads as a root mean
+square. The key knobs are the significant ones, highest score first, cut at the knee (the
+largest relative drop between consecutive scores).
 """
 from __future__ import annotations
 
+import math
+import warnings
 from collections import defaultdict
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from .knobs import KNOBS
 
@@ -23,57 +28,87 @@ def _level(value: Any) -> str:
     return str(value)
 
 
-def rank(rows: Sequence[dict[str, Any]], metric: str = "ops_per_s", min_k: int = 2, max_k: int = 6,
-         alpha: float = 0.05) -> dict[str, Any]:
-    by_wl_default: dict[str, list[float]] = defaultdict(list)
+def observations(rows: Sequence[dict[str, Any]]) -> tuple[list[tuple[str, str, float]], dict[str, list]]:
+    """``(default pairs, {knob: [(level, workload, log ratio)]})``."""
+    default: list[tuple[str, str, float]] = []
+    by_knob: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
     for r in rows:
-        if r["tag"] == "default":
-            by_wl_default[r["workload"]["name"]].append(r[metric])
-    if not by_wl_default:
-        raise ValueError("no default-configuration rows: ANOVA needs the default as the reference level")
-    ref = {w: float(np.mean(v)) for w, v in by_wl_default.items()}
-
-    # noise: spread of the repeated default measurements, relative
-    noise = [np.std(np.array(v) / ref[w], ddof=1) for w, v in by_wl_default.items() if len(v) > 1]
-    noise_std_pct = float(np.mean(noise) * 100) if noise else float("nan")
-
-    levels: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        if not r["tag"].startswith("oat:"):
-            continue
-        name = r["tag"][4:]
+        ratios = r.get("ratios") or [r["ratio"]]
         w = r["workload"]["name"]
-        if w in ref:
-            levels[name][_level(r["knobs"][name])].append(r[metric] / ref[w])
-    for name in levels:
-        default_level = _level(KNOBS[name].default)
-        for w, v in by_wl_default.items():
-            levels[name][default_level].extend(x / ref[w] for x in v)
+        if r["tag"] == "aa":
+            default += [("", w, math.log(x)) for x in ratios if x > 0]
+        elif r["tag"].startswith("oat:"):
+            name = r["tag"][4:]
+            by_knob[name] += [(_level(r["knobs"][name]), w, math.log(x)) for x in ratios if x > 0]
+    return default, by_knob
 
+
+def _two_way(obs: list[tuple[str, str, float]]) -> tuple[float, float]:
+    """F and p of the level (main effect or interaction with workload, whichever is stronger)."""
+    import pandas as pd
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+
+    df = pd.DataFrame(obs, columns=["level", "workload", "y"])
+    if df["level"].nunique() < 2:
+        return float("nan"), float("nan")
+    formula = "y ~ C(level) * C(workload)" if df["workload"].nunique() > 1 else "y ~ C(level)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = anova_lm(smf.ols(formula, df).fit(), typ=2)
+    best_f, best_p = float("nan"), float("nan")
+    for term in ("C(level)", "C(level):C(workload)"):
+        if term in table.index:
+            f, p = float(table.loc[term, "F"]), float(table.loc[term, "PR(>F)"])
+            if p == p and (best_p != best_p or p < best_p):
+                best_f, best_p = f, p
+    return best_f, best_p
+
+
+def rank(rows: Sequence[dict[str, Any]], min_k: int = 2, max_k: int = 8, alpha: float = 0.05) -> dict[str, Any]:
+    default, by_knob = observations(rows)
+    if not default:
+        raise ValueError("no 'aa' rows (the default against itself): ANOVA needs the default as a level")
+    noise = np.array([y for _, _, y in default])
     table = []
-    for name, groups in levels.items():
-        means = {lv: float(np.mean(v)) for lv, v in groups.items()}
-        variance = float(np.var(list(means.values()), ddof=1)) if len(means) > 1 else 0.0
-        samples = [np.array(v) for v in groups.values() if len(v) > 1]
-        if len(samples) > 1:
-            f, p = stats.f_oneway(*samples)
-            f, p = float(f), float(p)
-        else:
-            f, p = float("nan"), float("nan")
-        best = max(means, key=means.get)
+    for name, obs in by_knob.items():
+        level_default = _level(KNOBS[name].default)
+        # the default level: the aa pairs of the workloads this knob was measured on
+        workloads = {w for _, w, _ in obs}
+        full = obs + [(level_default, w, y) for _, w, y in default if w in workloads]
+        f, p = _two_way(full)
+        cell: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for lv, w, y in full:
+            cell[(lv, w)].append(y)
+        spreads, level_means = [], defaultdict(list)
+        for w in workloads:
+            means = [float(np.mean(v)) for (lv, ww), v in cell.items() if ww == w]
+            for (lv, ww), v in cell.items():
+                if ww == w:
+                    level_means[lv].append(float(np.mean(v)))
+            if len(means) > 1:
+                spreads.append(float(np.var(np.exp(means), ddof=1)))
+        score = math.sqrt(float(np.mean(spreads))) if spreads else 0.0
+        levels = {lv: round((math.exp(float(np.mean(v))) - 1) * 100, 2) for lv, v in level_means.items()}
+        per_workload = {w: {lv: round((math.exp(float(np.mean(v))) - 1) * 100, 2)
+                            for (lv, ww), v in cell.items() if ww == w} for w in sorted(workloads)}
         table.append({
-            "knob": name, "std_pct": round(float(np.sqrt(variance)) * 100, 3), "variance": variance,
-            "F": round(f, 3), "p_value": p, "significant": bool(p < alpha) if p == p else False,
-            "levels": {lv: round(m * 100 - 100, 2) for lv, m in means.items()},  # % vs default
-            "best_level": best, "rafiki": KNOBS[name].rafiki,
+            "knob": name, "std_pct": round(score * 100, 3), "F": round(f, 3), "p_value": p,
+            "significant": bool(p < alpha) if p == p else False,
+            "levels": levels, "per_workload_pct": per_workload,
+            "best_level": max(levels, key=levels.get), "rafiki": KNOBS[name].rafiki,
+            "apply": KNOBS[name].apply,
         })
-    table.sort(key=lambda t: t["variance"], reverse=True)
-    k = knee([t["variance"] for t in table], min_k, max_k)
-    return {"metric": metric, "ranking": table, "k": k, "key_knobs": [t["knob"] for t in table[:k]],
-            "noise_std_pct": round(noise_std_pct, 3), "workloads": sorted(ref)}
+    table.sort(key=lambda t: (t["significant"], t["std_pct"]), reverse=True)
+    significant = [t for t in table if t["significant"]]
+    k = knee([t["std_pct"] for t in significant], min_k, max_k) if significant else 0
+    return {"metric": "log throughput ratio over the default (paired)", "ranking": table, "k": k,
+            "key_knobs": [t["knob"] for t in significant[:k]],
+            "noise_std_pct": round(float(np.std(np.exp(noise), ddof=1)) * 100, 3) if len(noise) > 1 else float("nan"),
+            "noise_pairs": int(len(noise)), "workloads": sorted({w for _, w, _ in default})}
 
 
-def knee(scores: Sequence[float], min_k: int = 2, max_k: int = 6) -> int:
+def knee(scores: Sequence[float], min_k: int = 2, max_k: int = 8) -> int:
     """k with the largest relative drop from score k-1 to score k (1-based k = knobs kept)."""
     s = [max(x, 1e-12) for x in scores]
     if len(s) <= min_k:

@@ -1,13 +1,21 @@
-"""Calibration harness (seed 004 §3.5): measure workloads x configurations on a real node.
+"""Calibration harness: every configuration measured as a paired ratio against the default.
 
-Configurations: the default (three times: first, middle, last, which gives the noise level),
-then one-knob-at-a-time variations (every knob's minimum and maximum, every non-default choice:
-this is both Rafiki's "min, max and default at least once" and the ANOVA design of §3.4), then
-random configurations over all calibrated knobs. They are ordered so configurations sharing
-their restart-only knobs run back to back: a restart happens only when that group changes.
+A row of the dataset is one (configuration, workload): the geometric mean over ``pairs`` ABBA
+pairs of candidate/default throughput, its confidence interval, and the server-CPU-per-GB
+ratio (see :mod:`tuner.measure`). The surrogate learns that ratio, so the machine's drift
+over a long calibration (a shared 2-core box) never enters the target.
 
-Each (configuration, workload) measurement appends one JSON line to the dataset file; a rerun
-skips pairs already present, so an interrupted calibration resumes where it stopped.
+Configurations (:func:`plan`):
+
+* ``aa`` -- the default against itself: the noise floor of a ratio, and ANOVA's default level;
+* ``oat:<knob>`` -- one knob at a time at each of its other values (its minimum and maximum
+  for numbers), the others default: Rafiki's "min, max and default at least once" and the
+  ANOVA design; a knob that is inactive at the defaults (UCS's scaling with STCS) is skipped;
+* ``random`` -- random configurations of the knobs that apply without a restart (the
+  restart-only ones cost two restarts a pair, so they are measured one at a time only).
+
+Configurations sharing restart-only values run back to back. Each configuration appends its
+rows as it finishes; a rerun skips what is there, so an interrupted calibration resumes.
 """
 from __future__ import annotations
 
@@ -15,22 +23,25 @@ import hashlib
 import json
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from .knobs import KNOBS, RESTART, Configuration, KnobConstraintError, apply, random_configuration
-from .workload import Workload, run_workload, standard_workloads
+from dataclasses import dataclass
 
-#: knobs calibrated by default: Rafiki's five (with 5.0 successors) and the other cheap ones.
-#: Not every knob of :data:`~tuner.knobs.KNOBS` is here: ``memtable`` (the table's memtable
-#: implementation, live via ALTER TABLE) is available but not calibrated by default -- the
-#: shipped dataset and model have no values for it; pass ``knobs=(*CALIBRATED, "memtable")``
-#: to measure it.
+from .knobs import KNOBS, NO_RESTART, RESTART, Configuration, KnobConstraintError, random_configuration
+from .workload import Workload, dag_workloads
+
+#: knobs calibrated by default: the ones for ephemeral data, Rafiki's five (with their 5.0
+#: successors) and the store's client knobs. Left out: knobs only active under a non-default
+#: value of another (their parent's OAT rows say whether that branch matters) and
+#: ``memtable_offheap_space_mib`` (only read with offheap allocation types).
 CALIBRATED = (
-    "compaction", "concurrent_writes", "concurrent_reads", "concurrent_compactors",
-    "compaction_throughput_mib", "key_cache_size_mib", "compression", "chunk_length_kib",
+    "durable_writes", "compression", "chunk_length_kib", "gc_grace_seconds", "compaction", "memtable",
+    "concurrent_writes", "concurrent_reads", "concurrent_compactors", "compaction_throughput_mib",
+    "key_cache_size_mib", "row_cache_size_mib",
     "file_cache_size_mib", "memtable_heap_space_mib", "memtable_flush_writers", "memtable_allocation_type",
+    "commitlog_sync", "commitlog_segment_size_mib",
+    "client_chunk_kib", "client_in_flight", "client_codec",
 )
 
 
@@ -44,54 +55,52 @@ class PlannedConfig:
         return config_id(self.config)
 
 
-#: knobs added after the shipped dataset was measured: left out of the id while at their
-#: default, so existing ids (and the resume of an interrupted calibration) stay unchanged
-_ID_OMIT_AT_DEFAULT = ("memtable",)
-
-
 def config_id(config: Configuration) -> str:
-    d = config.as_dict()
-    for name in _ID_OMIT_AT_DEFAULT:
-        if d.get(name) == KNOBS[name].default:
-            d.pop(name)
-    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+    return hashlib.sha1(json.dumps(config.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def _active_at_default(name: str) -> bool:
+    parent = KNOBS[name].active_when
+    return parent is None or KNOBS[parent[0]].default in parent[1]
 
 
 def one_at_a_time(knobs: Sequence[str]) -> list[PlannedConfig]:
     out = []
     for name in knobs:
         kb = KNOBS[name]
-        values = [c for c in kb.choices if c != kb.default] if kb.kind == "choice" else \
-            [v for v in (kb.low, kb.high) if v != kb.default]
+        if not _active_at_default(name):
+            continue
+        if kb.kind == "choice":
+            values = [c for c in kb.choices if c != kb.default]
+        else:
+            axis = kb.values_for_grid()
+            values = [v for v in (min(axis), max(axis)) if v != kb.default]
         for v in values:
             try:
-                out.append(PlannedConfig(f"oat:{name}", Configuration({name: v})))
+                config = Configuration({name: v})
             except KnobConstraintError:
                 continue
+            if config != Configuration():  # memtable "skiplist" is the default's implementation
+                out.append(PlannedConfig(f"oat:{name}", config))
     return out
 
 
-def plan(knobs: Sequence[str] = CALIBRATED, n_random: int = 10, seed: int = 0,
-         oat: bool = True, default_repeats: int = 3) -> list[PlannedConfig]:
+def plan(knobs: Sequence[str] = CALIBRATED, n_random: int = 14, seed: int = 0, oat: bool = True,
+         noise_repeats: int = 2) -> list[PlannedConfig]:
     rng = random.Random(seed)
-    default = PlannedConfig("default", Configuration())
     body = one_at_a_time(knobs) if oat else []
-    seen = {p.config for p in body} | {default.config}
+    seen = {p.config for p in body} | {Configuration()}
+    live = [k for k in knobs if KNOBS[k].apply in NO_RESTART]
     randoms = []
     while len(randoms) < n_random:
-        c = random_configuration(knobs, rng)
+        c = random_configuration(live, rng)
         if c not in seen:
             seen.add(c)
             randoms.append(PlannedConfig("random", c))
+    noise = [PlannedConfig("aa", Configuration()) for _ in range(noise_repeats)]
     ordered = order_for_restarts(body + randoms)
-    if default_repeats <= 1:
-        return [default] + ordered
-    # repeats of the default measure the noise: one after the default restart group (no
-    # extra restart), the rest at the very end (one restart)
-    default_key = default.config.restart_part()
-    n_default_group = sum(1 for p in ordered if p.config.restart_part() == default_key)
-    extra = [PlannedConfig("default", Configuration()) for _ in range(default_repeats - 1)]
-    return [default] + ordered[:n_default_group] + extra[:1] + ordered[n_default_group:] + extra[1:]
+    # one noise measurement first, the other last: the floor at both ends of the run
+    return noise[:1] + ordered + noise[1:]
 
 
 def order_for_restarts(items: Iterable[PlannedConfig]) -> list[PlannedConfig]:
@@ -135,62 +144,67 @@ def calibrate(
     store: Any,
     workloads: Sequence[Workload] | None = None,
     configs: Sequence[PlannedConfig] | None = None,
-    duration_s: float = 2.0,
-    warmup_s: float = 0.3,
+    duration_s: float = 1.0,
+    warmup_s: float = 0.25,
+    pairs: int = 2,
     settle_s: float = 1.0,
     progress: bool = True,
     on_row: Callable[[dict], None] | None = None,
 ) -> dict[str, Any]:
-    """Run every planned (configuration, workload) not yet in ``path``; returns a summary."""
+    """Measure every planned configuration not yet in ``path`` against the default; returns a summary."""
+    from .measure import Interleaver
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    workloads = list(workloads or standard_workloads())
+    workloads = list(workloads or dag_workloads())
     configs = list(configs or plan())
-    done_keys: dict[tuple[str, str], int] = {}
-    for row in read_rows(path):
-        k = (row["run_slot"], row["workload"]["name"])
-        done_keys[k] = done_keys.get(k, 0) + 1
-    # a slot = position-independent identity of a planned item (default repeats are distinct)
+    done = {(row["run_slot"], row["workload"]["name"]) for row in read_rows(path)}
+    # a slot = position-independent identity of a planned item (repeats are distinct)
     slots, seen_count = [], {}
     for p in configs:
-        seen_count[p.config_id] = seen_count.get(p.config_id, 0) + 1
-        slots.append(f"{p.config_id}#{seen_count[p.config_id]}")
-    todo = [(i, p) for i, p in enumerate(configs) if any((slots[i], w.name) not in done_keys for w in workloads)]
+        key = f"{p.tag == 'aa'}:{p.config_id}"
+        seen_count[key] = seen_count.get(key, 0) + 1
+        slots.append(f"{'aa-' if p.tag == 'aa' else ''}{p.config_id}#{seen_count[key]}")
+    todo = [(i, p) for i, p in enumerate(configs) if any((slots[i], w.name) not in done for w in workloads)]
     summary = {"planned_configs": len(configs), "todo_configs": len(todo), "rows_written": 0,
-               "restarts": 0, "restart_seconds": [], "seconds": 0.0}
+               "restarts": 0, "restart_seconds": [], "seconds": 0.0, "pairs": pairs}
     t_start = time.perf_counter()
-    previous: Configuration | None = None  # unknown on (re)start: first apply is a full one
-
-    bar = _Progress(len(todo) * len(workloads), progress)
+    applied: list[Any] = []
+    bench = Interleaver(node, store, duration_s=duration_s, warmup_s=warmup_s, settle_s=settle_s,
+                        on_apply=applied.append)
+    default = Configuration()
+    bar = _Progress(len(todo), progress)
     try:
+        if todo:
+            bench.switch(default)
+            bench.warm(workloads)
         with path.open("a") as out:
             for i, p in todo:
-                res = apply(node, store, p.config, previous)
-                previous = p.config
-                if res.restarted:
-                    summary["restarts"] += 1
-                    summary["restart_seconds"].append(round(res.restart_seconds, 2))
-                # warm up: JIT after a restart, and let a compaction switch start
-                run_workload(store, Workload(0.5, 64), duration_s=settle_s * (2 if res.restarted else 1),
-                             warmup_s=0, seed=i)
-                for j, w in enumerate(workloads):
-                    if (slots[i], w.name) in done_keys:
-                        bar.advance()
+                applied.clear()
+                comparisons = bench.compare(default, p.config, workloads, pairs)
+                restarts = [round(a.node_restart_seconds, 3) for a in applied if a.restarted]
+                summary["restarts"] += len(restarts)
+                summary["restart_seconds"] += restarts
+                for comp in comparisons:
+                    if (slots[i], comp.workload.name) in done:
                         continue
-                    m = run_workload(store, w, duration_s=duration_s, warmup_s=warmup_s, seed=1000 * i + j)
+                    stats = comp.summary()
                     row = {
                         "ts": time.time(), "config_id": p.config_id, "run_slot": slots[i], "tag": p.tag,
-                        "knobs": p.config.as_dict(), **m.as_dict(), "workload": w.as_dict(),
-                        "applied": {"restarted": res.restarted, "restart_seconds": round(res.restart_seconds, 3),
-                                    "node_restart_seconds": round(res.node_restart_seconds, 3),
-                                    "apply_seconds": round(res.seconds, 3)},
+                        "knobs": p.config.as_dict(), "workload": comp.workload.as_dict(),
+                        **{k: stats[k] for k in ("ratio", "ci_low", "ci_high", "ratios", "cpu_ratio",
+                                                 "baseline_ops_per_s", "candidate_ops_per_s",
+                                                 "baseline_cpu_s_per_gb", "candidate_cpu_s_per_gb")},
+                        "errors": sum(s.errors for s in comp.baseline + comp.candidate),
+                        "duration_s": duration_s,
+                        "applied": {"restarts": restarts},
                     }
-                    out.write(json.dumps(row) + "\n")
-                    out.flush()
+                    out.write(json.dumps(row, default=str) + "\n")
                     summary["rows_written"] += 1
                     if on_row:
                         on_row(row)
-                    bar.advance(f"{p.tag} {w.name} {m.ops_per_s:.0f} op/s")
+                out.flush()
+                bar.advance(f"{p.tag} {p.config.short()[:40]}")
     finally:
         bar.close()
     summary["seconds"] = round(time.perf_counter() - t_start, 1)
@@ -217,8 +231,8 @@ class _Progress:
             self.p.stop()
 
 
-def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_s: float = 2.0,
-                    n_random: int = 10, seed: int = 0, knobs: Sequence[str] = CALIBRATED,
+def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_s: float = 1.0,
+                    pairs: int = 2, n_random: int = 14, seed: int = 0, knobs: Sequence[str] = CALIBRATED,
                     workloads: Sequence[Workload] | None = None, keyspace: str = "asgard_tuner",
                     stop_after: bool = True, progress: bool = True) -> dict[str, Any]:
     """Start the tuner's own node (127.0.0.<index>), calibrate into ``out``, stop the node."""
@@ -233,7 +247,7 @@ def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_
     try:
         store.ping()
         summary = calibrate(out, node, store, workloads=workloads, configs=plan(knobs, n_random, seed),
-                            duration_s=duration_s, progress=progress)
+                            duration_s=duration_s, pairs=pairs, progress=progress)
     finally:
         if stop_after:
             node.stop()

@@ -33,22 +33,34 @@ def tune() -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_DATASET), show_default=True)
 @click.option("--index", default=5, show_default=True, help="the tuner's node: 127.0.0.<index>")
 @click.option("--heap", default="2G", show_default=True)
-@click.option("--duration", default=2.0, show_default=True, help="seconds measured per workload")
-@click.option("--random", "n_random", default=14, show_default=True, help="random configurations")
+@click.option("--duration", default=1.0, show_default=True, help="seconds measured per workload and side of a pair")
+@click.option("--pairs", default=2, show_default=True, help="ABBA pairs per configuration")
+@click.option("--random", "n_random", default=14, show_default=True, help="random configurations (no-restart knobs)")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--read-ratios", default="0.1,0.3,0.5,0.7,0.9", show_default=True)
-@click.option("--object-kib", default="16,1024", show_default=True)
+@click.option("--workloads", "workload_spec", default=None,
+              help="pattern:fanout:KiB:compressibility,... (default: the DAG grid of tuner.workload.DAG_WORKLOADS)")
 @click.option("--keep-running", is_flag=True, help="leave the node up afterwards")
-def calibrate(out, index, heap, duration, n_random, seed, read_ratios, object_kib, keep_running):
-    """Measure the workload grid under sampled configurations (resumable)."""
+def calibrate(out, index, heap, duration, pairs, n_random, seed, workload_spec, keep_running):
+    """Measure every planned configuration against the default, paired (resumable)."""
     from .calibrate import run_calibration
-    from .workload import standard_workloads
+    from .workload import dag_workloads
 
-    wls = standard_workloads(tuple(float(x) for x in read_ratios.split(",")),
-                             tuple(int(x) for x in object_kib.split(",")))
-    summary = run_calibration(out, index=index, heap=heap, duration_s=duration, n_random=n_random, seed=seed,
-                              workloads=wls, stop_after=not keep_running)
+    wls = dag_workloads(_parse_workloads(workload_spec)) if workload_spec else dag_workloads()
+    summary = run_calibration(out, index=index, heap=heap, duration_s=duration, pairs=pairs, n_random=n_random,
+                              seed=seed, workloads=wls, stop_after=not keep_running)
     _echo_json(summary)
+
+
+def _parse_workloads(spec: str) -> list[tuple]:
+    out = []
+    for item in spec.split(","):
+        try:
+            pattern, fanout, kib, comp = item.split(":")
+            out.append((pattern, int(fanout), int(kib), float(comp)))
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: expected pattern:fanout:KiB:compressibility, "
+                                     "e.g. scatter:8:1024:0") from None
+    return out
 
 
 @tune.command()
@@ -65,12 +77,14 @@ def rank(data, out, as_json):
     if as_json:
         _echo_json(result)
         return
-    click.echo(f"{'knob':<28}{'std % of default':>18}{'F':>9}{'p':>10}  best level")
-    for i, t in enumerate(result["ranking"]):
-        mark = "*" if i < result["k"] else " "
-        click.echo(f"{mark}{t['knob']:<27}{t['std_pct']:>18.2f}{t['F']:>9.2f}{t['p_value']:>10.3g}  {t['best_level']}")
-    click.echo(f"key knobs (knee k={result['k']}): {', '.join(result['key_knobs'])}; "
-               f"noise (repeated default) {result['noise_std_pct']:.2f}%")
+    click.echo(f"{'knob':<28}{'std % of default':>18}{'F':>9}{'p':>10}  levels (% over default, mean of workloads)")
+    for t in result["ranking"]:
+        mark = "*" if t["knob"] in result["key_knobs"] else " "
+        levels = ", ".join(f"{lv} {v:+.1f}" for lv, v in t["levels"].items())
+        click.echo(f"{mark}{t['knob']:<27}{t['std_pct']:>18.2f}{t['F']:>9.2f}{t['p_value']:>10.3g}  {levels}")
+    click.echo(f"key knobs (significant, knee k={result['k']}): {', '.join(result['key_knobs'])}; "
+               f"noise of one pair's ratio (default against itself) {result['noise_std_pct']:.2f}% "
+               f"over {result['noise_pairs']} pairs")
 
 
 @tune.command()
@@ -112,15 +126,20 @@ def evaluate(data, trials, models, as_json):
     else:
         click.echo(table2_text(result))
         click.echo(f"best: {result['best_model']}: unseen configs {result['unseen_config_error_pct']}%, "
-                   f"unseen workloads {result['unseen_workload_error_pct']}%")
+                   f"unseen workloads {result['unseen_workload_error_pct']}% (error of the paired ratio over the "
+                   f"default; predicting 'no change' errs {result['no_model_error_pct']}%, the default against "
+                   f"itself {result['noise_error_pct']}%)")
 
 
 @tune.command()
-@click.option("--read-ratio", type=click.FloatRange(0, 1), required=True)
+@click.option("--read-ratio", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="reads per operation (mixed pattern; a DAG pattern sets its own)")
 @click.option("--object-kib", default=64, show_default=True, type=click.IntRange(1))
 @click.option("--pattern", default="mixed", show_default=True,
               type=click.Choice(["mixed", "scatter", "broadcast", "fanin", "shuffle"]))
 @click.option("--fanout", default=8, show_default=True, type=click.IntRange(1))
+@click.option("--compressibility", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="share of the outputs' bytes that compress (0: video, arrays; 1: text)")
 @click.option("--method", default="nsga2", show_default=True, type=click.Choice(["nsga2", "tpe", "exhaustive"]))
 @click.option("--evaluations", default=3500, show_default=True)
 @click.option("--knobs", "knob_set", default="key", show_default=True, type=click.Choice(["key", "all"]),
@@ -129,7 +148,7 @@ def evaluate(data, trials, models, as_json):
 @click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_MODEL), show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="write the config file (YAML)")
 @click.option("--json", "as_json", is_flag=True)
-def recommend(read_ratio, object_kib, pattern, fanout, method, evaluations, knob_set, do_compare, model_path, out,
+def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, evaluations, knob_set, do_compare, model_path, out,
               as_json):
     """Best configuration for a workload, by searching the fitted surrogate."""
     from .search import compare, search, write_config_file
@@ -138,9 +157,10 @@ def recommend(read_ratio, object_kib, pattern, fanout, method, evaluations, knob
 
     model = Surrogate.load(model_path)
     if pattern == "mixed":
-        w = Workload(read_ratio=min(read_ratio, 0.99), object_kib=object_kib, fanout=fanout)
+        w = Workload(read_ratio=min(read_ratio, 0.99), object_kib=object_kib, fanout=fanout,
+                     compressibility=compressibility)
     else:
-        w = Workload.from_dag(pattern, fanout, object_kib)
+        w = Workload.from_dag(pattern, fanout, object_kib, compressibility=compressibility)
     from .anova import key_knobs
 
     knobs = key_knobs(model) if knob_set == "key" else list(model.space.knobs)
@@ -156,7 +176,7 @@ def recommend(read_ratio, object_kib, pattern, fanout, method, evaluations, knob
         return
     click.echo(f"workload {w.name}: {method} searched {result.evaluations} configurations in "
                f"{result.seconds:.2f}s ({result.surrogate_calls} batched surrogate calls)")
-    click.echo(f"predicted {result.predicted_ops_per_s:.0f} op/s vs default {result.default_predicted_ops_per_s:.0f} "
+    click.echo(f"predicted {result.predicted_ratio:.3f}x the stock default (default itself {result.default_predicted_ratio:.3f}x) "
                f"({result.predicted_gain_pct:+.1f}%)")
     for k, v in result.config.non_default().items():
         click.echo(f"  {k} = {v}")
@@ -170,41 +190,44 @@ def recommend(read_ratio, object_kib, pattern, fanout, method, evaluations, knob
 
 
 @tune.command()
-@click.option("--index", default=5, show_default=True)
-@click.option("--read-ratios", default="0.9,0.5,0.1", show_default=True)
-@click.option("--object-kib", default=16, show_default=True)
-@click.option("--duration", default=4.0, show_default=True)
-@click.option("--repeats", default=2, show_default=True)
+@click.option("--index", default=5, show_default=True, help="the tuner's node: 127.0.0.<index> (started if down)")
+@click.option("--workloads", "workload_spec", default=None,
+              help="pattern:fanout:KiB:compressibility,... (default: scatter, broadcast, shuffle at the bench's sizes)")
+@click.option("--pairs", default=4, show_default=True, help="ABBA pairs of default and tuned per workload")
+@click.option("--duration", default=1.5, show_default=True, help="seconds per side of a pair")
+@click.option("--noise/--no-noise", default=True, show_default=True,
+              help="also measure the default against itself: the noise floor beside each gain")
 @click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_MODEL))
-@click.option("--knobs", "knob_set", default="key", show_default=True, type=click.Choice(["key", "all"]))
-@click.option("--real-grid", default=0, show_default=True,
-              help="also measure every min/default/max combination of the top N key knobs on the node")
+@click.option("--keyspace", default="asgard_tuner", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_VALIDATION), show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def validate(index, read_ratios, object_kib, duration, repeats, model_path, knob_set, real_grid, out, as_json):
-    """Measure the recommended configuration against the default on the real node."""
-    from .surrogates import Surrogate
-    from .validate import validate as do_validate
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+def validate(index, workload_spec, pairs, duration, noise, model_path, keyspace, out, as_json):
+    """Measure the tuned configuration against the default on the real node, per DAG pattern."""
+    from resources.stores.cassandra import CassandraObjectStore
 
-    model = Surrogate.load(model_path)
-    from .anova import key_knobs
+    from .node import TunerNode
+    from .validate import VALIDATION_WORKLOADS, validate as do_validate
+    from .workload import dag_workloads
 
-    knobs = key_knobs(model) if knob_set == "key" else list(model.space.knobs)
-    result = do_validate([float(x) for x in read_ratios.split(",")], object_kib, duration, repeats,
-                         model_path, index=index, knobs=knobs, real_grid=real_grid)
+    wls = dag_workloads(_parse_workloads(workload_spec) if workload_spec else VALIDATION_WORKLOADS)
+    node = TunerNode(index=index)
+    started = not node.is_running()
+    if started:
+        node.start()
+    try:
+        store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=keyspace)
+        store.ping()
+        result = do_validate(wls, model_path, node, store, pairs=pairs, duration_s=duration, noise=noise,
+                             progress=not as_json)
+    finally:
+        if started:
+            node.stop()
     Path(out).write_text(json.dumps(result, indent=2))
     if as_json:
-        _echo_json(result)
+        _echo_json(result["rows"])
         return
-    rafiki = {0.9: "+41%", 0.5: "+35%", 0.1: "+14%"}  # seed 004: read-heavy, mixed, write-heavy
-    for r in result["workloads"]:
-        line = (f"{r['workload']:<24} default {r['default_ops_per_s']:>8.0f}  tuned {r['tuned_ops_per_s']:>8.0f}  "
-                f"{r['gain_pct']:+6.1f}%  (predicted {r['predicted_gain_pct']:+.1f}%; Rafiki {rafiki.get(r['read_ratio'], '-')})")
-        if "real_grid" in r:
-            g = r["real_grid"]
-            line += (f"; real grid of {g['configs']}: best {g['best']} {g['best_gain_pct']:+.1f}% over default, "
-                     f"tuned {g['tuned_vs_best_pct']:+.1f}% vs it")
-        click.echo(line)
+    rafiki = "Rafiki, tuned over default: +41% read-heavy, +35% mixed, +14% write-heavy (seed 004 Fig. 4)"
+    click.echo(f"{len(result['rows'])} workloads, {pairs} pairs x {duration}s a side, 95% intervals; {rafiki}")
 
 
 class _spinner:

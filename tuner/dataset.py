@@ -1,4 +1,5 @@
-"""The calibration dataset as arrays: features = workload + configuration, target = ops/s."""
+"""The calibration dataset as arrays: features = workload (the DAG's shape) + configuration,
+target = the paired throughput ratio of the configuration over the stock default."""
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_DATASET = DATA_DIR / "calibration.jsonl"
 DEFAULT_MODEL = DATA_DIR / "model.pkl"
 DEFAULT_RANKING = DATA_DIR / "ranking.json"
-WORKLOAD_FEATURES = ("read_ratio", "log2_object_kib")
+WORKLOAD_FEATURES = Workload.FEATURES
 
 
 def workload_of(row: dict[str, Any]) -> Workload:
@@ -51,9 +52,11 @@ class Dataset:
 
     @classmethod
     def load(cls, path: Path | str = DEFAULT_DATASET, knobs: Sequence[str] = CALIBRATED) -> "Dataset":
-        rows = [r for r in read_rows(path) if r.get("ops", 0) > 0 and not r.get("errors")]
+        rows = [r for r in read_rows(path) if r.get("ratio", 0) > 0 and not r.get("errors")]
         if not rows:
-            raise FileNotFoundError(f"no usable calibration rows in {path}")
+            raise FileNotFoundError(
+                f"no usable calibration rows in {path} (rows need a paired 'ratio'; a dataset of the "
+                "earlier unpaired format must be recollected with `asgard tune calibrate`)")
         return cls(rows, FeatureSpace(tuple(knobs)))
 
     def __len__(self) -> int:
@@ -65,7 +68,16 @@ class Dataset:
 
     @property
     def y(self) -> np.ndarray:
-        return np.array([r["ops_per_s"] for r in self.rows], dtype=np.float64)
+        """Throughput ratio over the default, geometric mean of the row's pairs."""
+        return np.array([r["ratio"] for r in self.rows], dtype=np.float64)
+
+    @property
+    def cpu_ratio(self) -> np.ndarray:
+        return np.array([r.get("cpu_ratio") or np.nan for r in self.rows], dtype=np.float64)
+
+    def noise_rows(self) -> list[dict[str, Any]]:
+        """The default measured against itself."""
+        return [r for r in self.rows if r["tag"] == "aa"]
 
     @property
     def config_ids(self) -> np.ndarray:
@@ -82,16 +94,12 @@ class Dataset:
         return list(seen.values())
 
     def restart_seconds(self) -> list[float]:
-        """Measured restarts: stop to CQL-ready where recorded, else stop to the store answering
-        (which in the shipped dataset includes the driver's reconnection back-off)."""
-        out = []
+        """Measured restarts of the node (stop to CQL-ready), one per restart (a configuration's
+        rows share them)."""
+        seen: dict[str, list[float]] = {}
         for r in self.rows:
-            a = r.get("applied", {})
-            if a.get("restarted"):
-                v = a.get("node_restart_seconds") or a.get("restart_seconds", 0)
-                if v > 0:
-                    out.append(v)
-        return out
+            seen.setdefault(r["run_slot"], r.get("applied", {}).get("restarts", []))
+        return [v for restarts in seen.values() for v in restarts if v > 0]
 
     def median_restart_seconds(self, fallback: float = 12.0) -> float:
         vals = sorted(set(self.restart_seconds()))

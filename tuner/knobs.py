@@ -10,8 +10,19 @@ Three ways a knob reaches a running node:
   need no restart. ``memtable`` names one of the configurations that
   ``resources.cassandra.config.base_config`` defines in ``cassandra.yaml``
   (``skiplist``, ``trie``, ``default`` = skiplist).
+* ``keyspace`` -- ``ALTER KEYSPACE <ks> WITH durable_writes = ...``: live, persistent.
 * ``restart``  -- ``cassandra.yaml`` only (``file_cache_size``, memtable space, flush writers,
-  allocation type, ...): :func:`apply` restarts the node only when one of these changed.
+  allocation type, commit log sync, ...): :func:`apply` restarts the node only when one of
+  these changed.
+* ``client``   -- the store's own client options (chunk size, requests in flight, codec): set on
+  the store object the measurement drives, and written by ``recommend`` as the
+  ``CassandraIOManager`` fields. The paper and Rafiki tune only the server; the client side is
+  half of the data path here, so it is tuned beside it.
+
+The defaults are stock Cassandra 5.0's (``durable_writes = true``, LZ4 16 KiB chunks, STCS,
+``gc_grace_seconds`` 10 days, periodic commit log sync every 10 s) and the store's shipped
+client options: "tuned over default" is measured against what a cluster has before anyone
+tunes it for ephemeral data.
 
 Rafiki's five key parameters (seed 004 §3.4) map to Cassandra 5.0 like this:
 
@@ -74,7 +85,9 @@ class KnobConstraintError(KnobError):
 
 
 # --- knob definitions ---------------------------------------------------------------------
-LIVE, TABLE, RESTART = "live", "table", "restart"
+LIVE, TABLE, KEYSPACE, RESTART, CLIENT = "live", "table", "keyspace", "restart", "client"
+#: kinds applied without restarting the node
+NO_RESTART = (LIVE, TABLE, KEYSPACE, CLIENT)
 
 
 @dataclass(frozen=True)
@@ -171,10 +184,20 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     _k(name="chunk_length_kib", kind="int", default=16, apply=TABLE, low=4, high=256, log=True,
        grid=(4, 16, 64, 256), discrete=True, unit="KiB", active_when=("compression", ("LZ4", "Zstd")),
        help="compression chunk_length_in_kb (power of two)"),
+    _k(name="gc_grace_seconds", kind="int", default=864000, apply=TABLE, low=0, high=864000,
+       grid=(0, 3600, 864000), discrete=True, unit="s",
+       help="table gc_grace_seconds: how long tombstones of purged outputs stay (0 lets the next "
+            "compaction drop them; safe for data nobody repairs)"),
+    _k(name="memtable_flush_period_ms", kind="int", default=0, apply=TABLE, low=0, high=60000,
+       grid=(0, 10000, 60000), discrete=True, unit="ms",
+       help="table memtable_flush_period_in_ms (0 = flush only when the memtable space fills)"),
     _k(name="memtable", kind="choice", default="default", apply=TABLE, choices=("default", "skiplist", "trie"),
        help="memtable implementation (ALTER TABLE ... WITH memtable = '<name>'): a configuration named "
             "in cassandra.yaml's memtable.configurations; default and skiplist = SkipListMemtable, "
             "trie = TrieMemtable"),
+    # ---- keyspace (live, ALTER KEYSPACE) ----
+    _k(name="durable_writes", kind="choice", default=True, apply=KEYSPACE, choices=(True, False),
+       help="keyspace durable_writes: false writes no commit log for data a step can recompute"),
     # ---- live via nodetool (also persisted to yaml) ----
     _k(name="concurrent_writes", kind="int", default=32, apply=LIVE, low=4, high=128, log=True,
        grid=(8, 16, 32, 64, 128), yaml_key="concurrent_writes", rafiki="concurrent writes (CW)",
@@ -191,6 +214,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     _k(name="key_cache_size_mib", kind="int", default=100, apply=LIVE, low=0, high=512,
        grid=(0, 100, 512), yaml_key="key_cache_size", unit="MiB",
        help="nodetool setcachecapacity <key> <row> <counter>"),
+    _k(name="row_cache_size_mib", kind="int", default=0, apply=RESTART, low=0, high=512,
+       grid=(0, 256), discrete=True, yaml_key="row_cache_size", unit="MiB",
+       help="row cache (off-heap); >0 also sets the table's caching to whole partitions (a "
+            "broadcast output read k times is served from memory). A restart knob: a node started "
+            "with it at 0 has no row cache to resize (nodetool refuses)"),
     # ---- restart-only (cassandra.yaml) ----
     _k(name="file_cache_size_mib", kind="int", default=0, apply=RESTART, low=0, high=1024,
        grid=(0, 128, 512, 1024), yaml_key="file_cache_size", unit="MiB",
@@ -214,6 +242,21 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
     _k(name="commitlog_segment_size_mib", kind="int", default=32, apply=RESTART, low=16, high=64,
        grid=(16, 32, 64), yaml_key="commitlog_segment_size", unit="MiB",
        help="commit log segment size (max mutation = half of it: keep >= 2x the store's chunk)"),
+    _k(name="commitlog_sync", kind="choice", default="periodic", apply=RESTART,
+       choices=("periodic", "group", "batch"), yaml_key="commitlog_sync",
+       help="commit log sync mode: periodic acknowledges before fsync, group/batch after"),
+    _k(name="commitlog_sync_period_ms", kind="int", default=10000, apply=RESTART, low=1000, high=60000,
+       grid=(1000, 10000, 60000), discrete=True, yaml_key="commitlog_sync_period", unit="ms",
+       active_when=("commitlog_sync", ("periodic",)), help="periodic sync interval"),
+    # ---- the store's client options (no restart) ----
+    _k(name="client_chunk_kib", kind="int", default=1024, apply=CLIENT, low=256, high=4096, log=True,
+       grid=(256, 512, 1024, 2048, 4096), discrete=True, unit="KiB",
+       help="the store's chunk size (CassandraIOManager chunk_size): one chunk = one partition"),
+    _k(name="client_in_flight", kind="int", default=8, apply=CLIENT, low=1, high=32, log=True,
+       grid=(2, 4, 8, 16, 32), discrete=True,
+       help="chunk requests in flight per output (CassandraIOManager concurrency)"),
+    _k(name="client_codec", kind="choice", default="none", apply=CLIENT, choices=("none", "lz4", "zstd"),
+       help="the store's codec (CassandraIOManager codec): compress on the client, not the server"),
 ]}
 
 RAFIKI_FIVE = ("compaction", "concurrent_writes", "file_cache_size_mib",
@@ -299,15 +342,23 @@ class Configuration:
                 out["file_cache_enabled"] = True if v > 0 else None
                 out["file_cache_size"] = f"{v}MiB" if v > 0 else None
                 continue
-            if v == kb.default and name not in ("concurrent_compactors",):
+            # removing a key means Cassandra's default, except where the base config sets one
+            if v == kb.default and name not in ("concurrent_compactors", "commitlog_sync",
+                                                "commitlog_sync_period_ms"):
                 out[kb.yaml_key] = None
                 continue
             if kb.unit == "MiB":
                 out[kb.yaml_key] = f"{v}MiB"
+            elif kb.unit == "ms":
+                out[kb.yaml_key] = f"{v}ms"
             elif kb.unit == "MiB/s":
                 out[kb.yaml_key] = f"{v}MiB/s"
             else:
                 out[kb.yaml_key] = v
+        # group mode needs its window (Cassandra refuses to start without one); batch takes none
+        out["commitlog_sync_group_window"] = "15ms" if d["commitlog_sync"] == "group" else None
+        if d["commitlog_sync"] != "periodic":
+            out["commitlog_sync_period"] = None
         return out
 
     def table_options(self) -> dict[str, dict[str, str] | str]:
@@ -328,7 +379,19 @@ class Configuration:
         cls = COMPRESSION_CLASS[d["compression"]]
         compression = {"enabled": "false"} if cls is None else {
             "class": cls, "chunk_length_in_kb": str(d["chunk_length_kib"])}
-        return {"compaction": comp, "compression": compression, "memtable": d["memtable"]}
+        caching = {"keys": "ALL", "rows_per_partition": "ALL" if d["row_cache_size_mib"] > 0 else "NONE"}
+        return {"compaction": comp, "compression": compression, "memtable": d["memtable"],
+                "gc_grace_seconds": d["gc_grace_seconds"],
+                "memtable_flush_period_in_ms": d["memtable_flush_period_ms"], "caching": caching}
+
+    def alter_keyspace_cql(self, keyspace: str) -> str:
+        return f"ALTER KEYSPACE {keyspace} WITH durable_writes = {cql_literal(self['durable_writes'])}"
+
+    def client_options(self) -> dict[str, Any]:
+        """The store's options (``CassandraIOManager`` / ``CassandraObjectStore`` field names)."""
+        d = self.as_dict()
+        return {"chunk_size": d["client_chunk_kib"] * 1024, "concurrency": d["client_in_flight"],
+                "codec": d["client_codec"]}
 
     def alter_table_cql(self, keyspace: str, table: str = "objects") -> str:
         return f"ALTER TABLE {keyspace}.{table} WITH " + " AND ".join(
@@ -342,9 +405,11 @@ class Configuration:
             "concurrent_reads": ["setconcurrency", "ReadStage", str(d["concurrent_reads"])],
             "concurrent_compactors": ["setconcurrentcompactors", str(d["concurrent_compactors"])],
             "compaction_throughput_mib": ["setcompactionthroughput", str(d["compaction_throughput_mib"])],
-            # key, row (kept off), counter (Cassandra's default for a 2G heap)
-            "key_cache_size_mib": ["setcachecapacity", str(d["key_cache_size_mib"]), "0", "50"],
+            # key, row (as started: the row cache is a restart knob), counter (5.0's default for 2G)
+            "key_cache_size_mib": ["setcachecapacity", str(d["key_cache_size_mib"]),
+                                   str(d["row_cache_size_mib"]), "50"],
         }
+
 
     def to_file_dict(self) -> dict[str, Any]:
         """What ``recommend`` writes: the knobs plus their three renderings."""
@@ -353,6 +418,12 @@ class Configuration:
             "yaml_overrides": self.yaml_overrides(),
             "table_options": self.table_options(),
             "live": {k: " ".join(v) for k, v in self.live_commands().items()},
+            "keyspace": {"durable_writes": self["durable_writes"]},
+            "client": self.client_options(),
+            # the same, as CassandraIOManager fields
+            "io_manager": {"chunk_size_bytes": self.client_options()["chunk_size"],
+                           "concurrency": self["client_in_flight"], "codec": self["client_codec"],
+                           "durable_writes": self["durable_writes"]},
         }
 
     def features(self, names: Sequence[str] | None = None) -> list[float]:
@@ -377,6 +448,12 @@ def validate(values: Mapping[str, Any], heap_mib: int | None = 2048) -> dict[str
         out[name] = knob(name).validate(value)
     if out["chunk_length_kib"] & (out["chunk_length_kib"] - 1):
         raise KnobConstraintError(f"chunk_length_kib must be a power of two, got {out['chunk_length_kib']}")
+    # a head row holds up to two chunks inline; Cassandra refuses a mutation over half a segment
+    if 2 * out["client_chunk_kib"] + 64 > out["commitlog_segment_size_mib"] * 512:
+        raise KnobConstraintError(
+            f"client_chunk_kib {out['client_chunk_kib']} needs commitlog_segment_size_mib >= "
+            f"{(2 * out['client_chunk_kib'] + 64) // 512 + 1}: a head row of two inline chunks must fit in "
+            "half a commit log segment")
     if heap_mib:
         on_heap = out["memtable_heap_space_mib"] + out["key_cache_size_mib"]
         if on_heap > heap_mib * 3 // 4:
@@ -416,13 +493,15 @@ class ApplyResult:
     node_restart_seconds: float = 0.0  # stop to CQL port ready
     live: list[str] = field(default_factory=list)
     table: list[str] = field(default_factory=list)
+    client: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     changed: dict[str, tuple] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"restarted": self.restarted, "restart_seconds": round(self.restart_seconds, 3),
                 "node_restart_seconds": round(self.node_restart_seconds, 3),
-                "live": self.live, "table": self.table, "seconds": round(self.seconds, 3),
+                "live": self.live, "table": self.table, "client": self.client,
+                "seconds": round(self.seconds, 3),
                 "changed": {k: list(v) for k, v in self.changed.items()}}
 
 
@@ -488,7 +567,8 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
     overrides = config.yaml_overrides()
     if previous is None:
         current = node.overrides()
-        restart_keys = {KNOBS[n].yaml_key for n in KNOBS if KNOBS[n].apply == RESTART} | {"file_cache_enabled"}
+        restart_keys = {KNOBS[n].yaml_key for n in KNOBS if KNOBS[n].apply == RESTART} | {"file_cache_enabled",
+                                                                                  "commitlog_sync_group_window"}
         need_restart = any(current.get(k) != overrides.get(k) for k in restart_keys)
         changed = {k: (None, v) for k, v in config.values}
     else:
@@ -510,14 +590,20 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
     else:
         node.set_overrides(overrides)
         commands = config.live_commands()
-        for name in commands:
-            if name in changed:
-                node.nodetool(*commands[name])
-                result.live.append(" ".join(commands[name]))
+        for name in (k for k in changed if KNOBS[k].apply == LIVE):
+            node.nodetool(*commands[name])
+            result.live.append(" ".join(commands[name]))
+    ks, table = store_keyspace_table(store)
+    if previous is None or any(KNOBS[k].apply == KEYSPACE for k in changed):
+        cql = config.alter_keyspace_cql(ks)
+        execute_cql(node, store, cql)
+        result.table.append(cql)
     if previous is None or any(KNOBS[k].apply == TABLE for k in changed):
-        ks, table = store_keyspace_table(store)
         cql = config.alter_table_cql(ks, table)
         execute_cql(node, store, cql)
         result.table.append(cql)
+    if hasattr(store, "set_client_options"):
+        store.set_client_options(**config.client_options())
+        result.client = config.client_options()
     result.seconds = time.perf_counter() - t0
     return result

@@ -1,4 +1,5 @@
-"""Configuration search over the surrogate (seed 004 §3.7): C_opt = argmax_C f(W, C).
+"""Configuration search over the surrogate (seed 004 §3.7): C_opt = argmax_C f(W, C), where f is
+the predicted throughput ratio of C over the stock default on workload W.
 
 * ``nsga2``  -- optuna's NSGA-II sampler (the genetic algorithm; single objective here).
 * ``tpe``    -- optuna's TPE sampler.
@@ -27,8 +28,8 @@ from .workload import Workload
 class SearchResult:
     method: str
     config: Configuration
-    predicted_ops_per_s: float
-    default_predicted_ops_per_s: float
+    predicted_ratio: float
+    default_predicted_ratio: float
     seconds: float
     surrogate_calls: int  # batched predict invocations
     evaluations: int  # configurations predicted
@@ -36,12 +37,12 @@ class SearchResult:
 
     @property
     def predicted_gain_pct(self) -> float:
-        return (self.predicted_ops_per_s / self.default_predicted_ops_per_s - 1) * 100
+        return (self.predicted_ratio / self.default_predicted_ratio - 1) * 100
 
     def as_dict(self) -> dict[str, Any]:
         return {"method": self.method, "config": self.config.non_default(),
-                "predicted_ops_per_s": round(self.predicted_ops_per_s, 1),
-                "default_predicted_ops_per_s": round(self.default_predicted_ops_per_s, 1),
+                "predicted_ratio": round(self.predicted_ratio, 4),
+                "default_predicted_ratio": round(self.default_predicted_ratio, 4),
                 "predicted_gain_pct": round(self.predicted_gain_pct, 2), "seconds": round(self.seconds, 3),
                 "surrogate_calls": self.surrogate_calls, "evaluations": self.evaluations, "knobs": self.knobs}
 
@@ -142,7 +143,7 @@ def compare(model: Surrogate, workload: Workload, knobs: Sequence[str] | None = 
         n = evaluations if m == "nsga2" else min(evaluations, tpe_evaluations)
         r = search(model, workload, knobs, m, n, seed)
         d = r.as_dict()
-        d["vs_exhaustive_pct"] = round((r.predicted_ops_per_s / ex.predicted_ops_per_s - 1) * 100, 2)
+        d["vs_exhaustive_pct"] = round((r.predicted_ratio / ex.predicted_ratio - 1) * 100, 2)
         out[m] = d
     return out
 

@@ -47,6 +47,9 @@ class Workload:
     concurrency: int = 8  # client threads in a stage (parallel ops)
     key_reuse_distance: float = 4.0  # mean writes back a read reaches (exponential)
     retain_rounds: int = 4
+    #: share of each payload that compresses (repeated text); the rest is random bytes.
+    #: Video, encoded images and pickled float arrays are near 0, text and JSON near 1.
+    compressibility: float = 0.5
     name: str = ""
 
     def __post_init__(self):
@@ -56,13 +59,19 @@ class Workload:
             raise ValueError(f"pattern must be one of {PATTERNS}, got {self.pattern!r}")
         if self.object_kib < 1 or self.fanout < 1 or self.concurrency < 1 or self.mappers < 1:
             raise ValueError("object_kib, fanout, mappers and concurrency must be >= 1")
+        if not 0.0 <= self.compressibility <= 1.0:
+            raise ValueError(f"compressibility must be in [0, 1], got {self.compressibility}")
         if self.pattern == "mixed" and self.read_ratio >= 1.0:
             raise ValueError("a mixed workload needs some writes (read_ratio < 1)")
         if not self.name:
             object.__setattr__(self, "name", self.default_name())
 
     def default_name(self) -> str:
-        return f"{self.pattern}-rr{self.read_ratio:.2f}-{self.object_kib}k"
+        if self.pattern == "mixed":
+            name = f"mixed-rr{self.read_ratio:.2f}-{self.object_kib}k"
+        else:
+            name = f"{self.pattern}{self.fanout}-{self.object_kib}k"
+        return name if self.compressibility == 0.5 else f"{name}-c{self.compressibility:g}"
 
     @property
     def nominal_read_ratio(self) -> float:
@@ -80,11 +89,14 @@ class Workload:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    # the surrogate's workload features
-    FEATURES = ("read_ratio", "log2_object_kib")
+    # the surrogate's workload features: what the topology analyzer reads off a job's DAG
+    FEATURES = (*(f"pattern={p}" for p in PATTERNS), "read_ratio", "log2_object_kib", "log2_fanout",
+                "log2_concurrency", "compressibility")
 
     def features(self) -> list[float]:
-        return [self.nominal_read_ratio, math.log2(self.object_kib)]
+        return [*(1.0 if self.pattern == p else 0.0 for p in PATTERNS), self.nominal_read_ratio,
+                math.log2(self.object_kib), math.log2(self.fanout), math.log2(self.concurrency),
+                self.compressibility]
 
 
 @dataclass
@@ -115,15 +127,21 @@ def _pct(values: list[float], q: float) -> float:
 
 
 class _Payloads:
-    """Pre-made, half-compressible payloads (a random half and a repeated half), so table
-    compression has something to do and generating them costs no time during measurement."""
+    """Pre-made payloads, ``compressibility`` of each a repeated text and the rest random, mixed
+    at 4 KiB grain (so every compression chunk sees the same mix); generating them costs no
+    time during measurement."""
 
     def __init__(self, workload: Workload, seed: int):
         self.rng = np.random.default_rng(seed)
         self.w = workload
         top = int(workload.object_kib * KiB * (math.exp(3 * workload.size_sigma) if workload.size_sigma else 1))
-        rnd = self.rng.integers(0, 256, size=top // 2 + 1, dtype=np.uint8).tobytes()
-        self.pool = (rnd + b"asgard-ephemeral" * (top // 32 + 1))[: top + 1]
+        grain = 4 * KiB
+        blocks = top // grain + 1
+        text = np.frombuffer((b"asgard-ephemeral" * (grain // 16)), dtype=np.uint8)
+        pool = self.rng.integers(0, 256, size=(blocks, grain), dtype=np.uint8)
+        repeated = int(round(grain * workload.compressibility))
+        pool[:, :repeated] = text[:repeated]
+        self.pool = pool.tobytes()[: top + 1]
         self.top = top
 
     def next(self) -> bytes:
@@ -269,5 +287,17 @@ def run_workload(store: Any, w: Workload, duration_s: float = 3.0, max_ops: int 
 
 
 def standard_workloads(read_ratios=(0.1, 0.3, 0.5, 0.7, 0.9), object_kibs=(16, 1024), **kw) -> list[Workload]:
-    """The calibration grid: read ratio x object size, mixed pattern."""
+    """A read ratio x object size grid of the mixed pattern (Rafiki's YCSB-like axes)."""
     return [Workload(read_ratio=rr, object_kib=kib, **kw) for kib in object_kibs for rr in read_ratios]
+
+
+#: the DAG-shaped calibration grid: every pattern the topology analyzer names, at several
+#: sizes and both ends of compressibility (video/arrays vs text), fan-out as the apps have it
+DAG_WORKLOADS = (
+    ("scatter", 8, 1024, 0.0), ("scatter", 8, 64, 0.5), ("broadcast", 8, 1024, 0.0),
+    ("shuffle", 4, 16, 0.5), ("shuffle", 4, 256, 0.0), ("fanin", 8, 256, 0.5),
+)
+
+
+def dag_workloads(spec=DAG_WORKLOADS) -> list[Workload]:
+    return [Workload.from_dag(p, k, kib, compressibility=c) for p, k, kib, c in spec]

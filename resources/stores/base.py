@@ -204,12 +204,7 @@ class ObjectStore(abc.ABC):
         concurrency: int = 8,
         inline_bytes: int | None = None,
     ):
-        if not 1024 <= chunk_size <= self.max_chunk_size:
-            raise StoreConfigError(
-                f"chunk_size {chunk_size} is outside 1 KiB..{self.max_chunk_size} bytes for {self.backend}"
-            )
-        if concurrency < 1:
-            raise StoreConfigError(f"concurrency must be at least 1, got {concurrency}")
+        self._check_client_options(chunk_size, concurrency)
         if ttl_seconds < 0:
             raise StoreConfigError(f"ttl_seconds must be 0 (no expiry) or positive, got {ttl_seconds}")
         inline_bytes = chunk_size if inline_bytes is None else inline_bytes
@@ -223,6 +218,23 @@ class ObjectStore(abc.ABC):
         self.ttl_seconds = ttl_seconds
         self.concurrency = concurrency
         self.inline_bytes = inline_bytes
+
+    def _check_client_options(self, chunk_size: int, concurrency: int) -> None:
+        if not 1024 <= chunk_size <= self.max_chunk_size:
+            raise StoreConfigError(
+                f"chunk_size {chunk_size} is outside 1 KiB..{self.max_chunk_size} bytes for {self.backend}"
+            )
+        if concurrency < 1:
+            raise StoreConfigError(f"concurrency must be at least 1, got {concurrency}")
+
+    def set_client_options(self, chunk_size: int, concurrency: int, codec: str) -> None:
+        """Change the client side of the data path on a live store (the tuner's client knobs).
+        Objects already stored keep reading: their manifests record their own chunking and codec."""
+        self._check_client_options(chunk_size, concurrency)
+        inline_share = self.inline_bytes / self.chunk_size if self.chunk_size else 1
+        self.codec = get_codec(codec)
+        self.chunk_size, self.concurrency = chunk_size, concurrency
+        self.inline_bytes = min(int(chunk_size * inline_share), self.max_chunk_size)
 
     # --- backend primitives -----------------------------------------------------------
     @abc.abstractmethod

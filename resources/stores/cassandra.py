@@ -371,8 +371,9 @@ class CassandraObjectStore(ObjectStore):
             f"WITH gc_grace_seconds = {gc_grace} "
             "AND comment = 'asgard-dagster: the versions each scope holds, for purge and listing'"
         ))
-        # concurrent first users: wait until every node agrees before preparing against it
-        session.cluster.control_connection.wait_for_schema_agreement(wait_time=self.connect_timeout * 2)
+        # No explicit schema-agreement wait: the driver waits (max_schema_agreement_wait) on the
+        # connection that ran each CREATE before returning it. A second wait on the control
+        # connection failed CI when that connection had just been closed after a node restart.
 
     def _execute(self, session, statement, params=None, prepare=False):
         from cassandra import OperationTimedOut, Unavailable
