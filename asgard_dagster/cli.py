@@ -6,6 +6,7 @@
     asgard stores up | down | status                          all three at once
     asgard bench io [--json]                                  store throughput and memory, every backend
     asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
+    asgard bench dynamic [--json]                             bursts of apps: static default, static tuned, Asgard
     asgard tune ...                                           the tuner (calibrate, rank, fit, evaluate, recommend)
 """
 from __future__ import annotations
@@ -221,6 +222,40 @@ def bench_startup(repeat, as_json):
     click.echo(f"{'variant':<8} {'cold start s':>12} {'stop s':>7} {'warm start s':>12} {'restart s':>9}")
     for r in rows:
         click.echo(f"{r['variant']:<8} {r['cold_start_s']:>12} {r['stop_s']:>7} {r['warm_start_s']:>12} {r['restart_s']:>9}")
+
+
+@bench.command("dynamic")
+@click.option("--apps", default="video_analytics,lightgbm_forest,word_count", show_default=True,
+              help="Comma-separated apps, one burst each per round.")
+@click.option("--burst", default=2, show_default=True, type=click.IntRange(1), help="Runs per burst (the paper: 5).")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1), help="Times the sequence repeats.")
+@click.option("--static-app", default="video_analytics", show_default=True,
+              help="The app the static_tuned variant is tuned for.")
+@click.option("--small", is_flag=True, help="The apps' test sizes (pipelines.jobs.SMALL).")
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Fitted surrogate (default: the one shipped in tuner/data).")
+@click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-dynamic/<timestamp>/).")
+@click.option("--json", "as_json", is_flag=True, help="Print {variant: {perf_per_dollar, e2e_s, failed_runs, reconfigurations}}.")
+def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, out, as_json):
+    """The paper's dynamic experiment (Fig. 8): bursts of apps on one Cassandra, static default,
+    static tuned and Asgard (sensor + retune job) interleaved; Perf/$ and E2E of the sequence."""
+    from .bench.dynamic import DynamicConfig, run_dynamic, table
+
+    cfg = DynamicConfig(apps=[a.strip() for a in apps.split(",") if a.strip()], burst=burst, rounds=rounds,
+                        static_app=static_app, small=small, prices=prices, out=out, model_path=model_path)
+    try:
+        cfg.sequence()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    result = run_dynamic(cfg, on_event=None if as_json else (lambda m: click.echo(m, err=True)))
+    if as_json:
+        keep = ("perf_per_dollar", "e2e_s", "failed_runs", "reconfigurations", "perf_per_dollar_vs_default",
+                "cost_usd", "runs", "config")
+        click.echo(json.dumps({v: {k: d[k] for k in keep} for v, d in result["variants"].items()}, indent=2, default=str))
+        return
+    click.echo(table(result))
+    click.echo(f"written: {result['out']}/dynamic.json, {result['plot']}")
 
 
 @bench.command("report")

@@ -94,8 +94,12 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
         config = RetuneConfig(**plan["config"])
         model = Surrogate.load(config.model_path or DEFAULT_MODEL)
         workload = Workload(**plan["workload"])
-        # the ANOVA key knobs only: each was varied in calibration, so the surrogate has seen them move
-        result = search(model, workload, knobs=key_knobs(model), method=config.method, evaluations=config.evaluations)
+        from tuner.knobs import CLIENT, KNOBS
+
+        # the ANOVA key knobs only (each was varied in calibration, so the surrogate has seen them
+        # move), and only the server's: a job's client options are its IO manager's fields
+        knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
+        result = search(model, workload, knobs=knobs, method=config.method, evaluations=config.evaluations)
         return Output(
             {"workload": plan["workload"], "knobs": result.config.as_dict(), "search": result.as_dict(),
              "config": plan["config"]},

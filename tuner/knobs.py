@@ -527,16 +527,6 @@ def store_keyspace_table(store: Any) -> tuple[str, str]:
     return getattr(store, "keyspace", "asgard"), getattr(store, "table", "objects")
 
 
-def _drop_store_connections(store: Any) -> None:
-    prepared = getattr(store, "_prepared", None) or {}
-    session = prepared.get("_session")  # the store's live session, without connecting anew
-    if session is not None:
-        try:
-            session.cluster.shutdown()
-        except Exception:
-            pass
-
-
 def wait_store_ready(store: Any, timeout: float = 60.0) -> None:
     """After a restart the driver reconnects on its own schedule: poll until a read works."""
     from resources.stores.base import ObjectKey
@@ -576,9 +566,8 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
         need_restart = any(KNOBS[k].apply == RESTART for k in changed)
     result.changed = changed
     if need_restart or force_restart or not node.is_running():
-        # drop the driver's connections first: its reconnection back-off (1, 2, 4, ... s)
-        # would otherwise add up to tens of seconds after the node is back
-        _drop_store_connections(store)
+        # the store's session reconnects by itself (its back-off starts at 0.2 s): it is kept,
+        # as a long-lived process (the bench, a sensor) keeps it across a retune
         if node.is_running():
             result.node_restart_seconds = node.restart_with(overrides)
         else:
