@@ -36,7 +36,7 @@ def test_dynamic_bench_runs_three_variants_and_the_sensor_decides_per_burst(cass
     res = CliRunner().invoke(main, ["bench", "dynamic", "--apps", "word_count", "--rounds", "2", "--burst", "1",
                                     "--static-app", "word_count", "--small", "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output)
+    summary = json.loads(res.stdout)  # stderr carries the runs' logs
     assert set(summary) == {"default", "static_tuned", "asgard"}
     for name, v in summary.items():
         assert v["failed_runs"] == 0 and v["runs"] == 2, name

@@ -6,7 +6,7 @@ A sequence of bursts -- ``burst`` runs of one application, then of the next, rep
 * ``default``      -- stock Cassandra throughout (:class:`tuner.knobs.Configuration` defaults);
 * ``static_tuned`` -- the configuration the tuner recommends for one application
   (``static_app``), kept for the whole sequence;
-* ``asgard``       -- before each burst, its runs are queued and the project's upcoming-runs
+* ``asgard``       -- before each burst, its runs are submitted (not started) and the project's upcoming-runs
   sensor is ticked; when the mix changed it asks for the retune job, which is executed: the
   topology analyzer reads the job's DAG and last run, the surrogate is searched, and SOPHIA's
   cost-benefit analysis decides whether to reconfigure (live knobs live, a restart only for
@@ -103,7 +103,9 @@ class AsgardLoop:
         import dagster as dg
 
         job = self.jobs[app]
-        queued = [self.instance.create_run_for_job(job, status=dg.DagsterRunStatus.QUEUED).run_id
+        # NOT_STARTED, which the sensor watches beside QUEUED: a QUEUED run needs the origin of
+        # a code location, which an in-process bench has not
+        queued = [self.instance.create_run_for_job(job, status=dg.DagsterRunStatus.NOT_STARTED).run_id
                   for _ in range(runs)]
         try:
             context = dg.build_sensor_context(instance=self.instance, cursor=self.cursor)
