@@ -44,7 +44,8 @@ class Decision:
 
 def should_reconfigure(current_ops_per_s: float, new_ops_per_s: float, lookahead_s: float,
                        restart_seconds: float, needs_restart: bool = True, live_seconds: float = 0.0,
-                       live_slowdown: float = 0.1, margin: float = 0.0, uncertainty: float = 0.0) -> Decision:
+                       live_slowdown: float = 0.1, margin: float = 0.0, uncertainty: float = 0.0,
+                       unit: str = "ops") -> Decision:
     """Decide with the throughputs (measured or predicted) of the old and new configuration.
 
     ``restart_seconds``: measured stop-to-ready time of this node; ``live_seconds``: how long
@@ -70,9 +71,10 @@ def should_reconfigure(current_ops_per_s: float, new_ops_per_s: float, lookahead
         reason = (f"the predicted gain of {(predicted_ops_per_s / max(current_ops_per_s, 1e-9) - 1) * 100:+.1f}% "
                   f"is within the surrogate's error of {uncertainty * 100:.1f}%")
     elif go:
-        reason = f"gain {benefit:.0f} ops over {lookahead_s:.0f}s exceeds the {cost:.0f} ops lost to reconfiguring"
+        reason = f"gain {benefit:.3g} {unit} over {lookahead_s:.0f}s exceeds the {cost:.3g} {unit} lost to reconfiguring"
     else:
-        reason = f"gain {benefit:.0f} ops over {lookahead_s:.0f}s does not pay for the {cost:.0f} ops lost to reconfiguring"
+        reason = (f"gain {benefit:.3g} {unit} over {lookahead_s:.0f}s does not pay for the {cost:.3g} {unit} lost "
+                  "to reconfiguring")
     return Decision(go, benefit, cost, current_ops_per_s, new_ops_per_s, lookahead_s, downtime, needs_restart, reason)
 
 
@@ -86,5 +88,8 @@ def decide(model: Any, workload: Any, current: Configuration, new: Configuration
     held-out error (``model.heldout_error_pct``, set by :func:`tuner.surrogates.pick_best`)."""
     cur, nxt = model.predict(model.space.matrix(workload, [current, new]))
     kw.setdefault("uncertainty", min(float(getattr(model, "heldout_error_pct", 0.0) or 0.0) / 100.0, 0.99))
+    # the surrogate predicts throughput relative to the stock default: benefit and cost come
+    # out in seconds of the default's throughput
+    kw.setdefault("unit", "s of default throughput")
     return should_reconfigure(float(cur), float(nxt), lookahead_s, restart_seconds,
                               needs_restart=needs_restart(current, new), **kw)

@@ -260,6 +260,7 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     }
     (out / "dynamic.json").write_text(json.dumps(result, indent=2, default=str))
     result["plot"] = str(plot(result, out / "dynamic.png"))
+    (out / "dynamic.txt").write_text(table(result) + "\n")
     return result
 
 
@@ -305,15 +306,34 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def run_noise_pct(result: dict[str, Any]) -> float | None:
+    """Run-to-run noise of one run's E2E: the default's runs of the same burst, standard
+    deviation over mean, averaged over the bursts (the floor beside a variant's gain)."""
+    import statistics
+
+    cvs = []
+    for b in range(len(result["sequence"])):
+        e2e = [r["e2e_s"] for r in result["runs"] if r["phase"] == "default" and r["burst"] == b and r["success"]]
+        if len(e2e) > 1:
+            cvs.append(statistics.stdev(e2e) / statistics.mean(e2e))
+    return round(100 * statistics.mean(cvs), 2) if cvs else None
+
+
 def table(result: dict[str, Any]) -> str:
+    noise = run_noise_pct(result)
     lines = [f"sequence: {' -> '.join(result['sequence'])} (x{result['burst']} runs each); "
              f"restart cost {result['restart_seconds']:.1f}s (measured: the tuner dataset's median restart)",
-             f"{'variant':<14}{'Perf/$':>10}{'vs default':>12}{'E2E s':>9}{'failed':>8}{'reconfigs':>11}  config"]
+             f"{'variant':<14}{'Perf/$ (1/s$)':>14}{'vs default':>12}{'E2E s':>9}{'failed':>8}{'reconfigs':>11}  config"]
     for name in VARIANTS:
         v = result["variants"][name]
         cfg = ",".join(f"{k}={x}" for k, x in v["config"].items())
-        lines.append(f"{name:<14}{v['perf_per_dollar']:>10.1f}{(v['perf_per_dollar_vs_default'] or 0):>11.3f}x"
+        if name == "asgard":
+            cfg = "per burst, below"
+        lines.append(f"{name:<14}{v['perf_per_dollar']:>14.4g}{(v['perf_per_dollar_vs_default'] or 0):>11.3f}x"
                      f"{v['e2e_s']:>9.1f}{v['failed_runs']:>8}{len(v['reconfigurations']):>11}  {cfg}")
+    if noise is not None:
+        lines.append(f"noise: one run's E2E varies {noise:.1f}% (default, same burst); a whole-sequence ratio "
+                     f"within about that of 1.0 is no difference")
     for rec in result["decisions"]:
         lines.append(f"  before burst {rec['burst']} ({rec['app']}): {rec['sensor']}; "
                      f"{'reconfigured in %.2fs' % rec['seconds'] if rec['reconfigured'] else 'kept'}"
