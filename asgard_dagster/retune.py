@@ -7,11 +7,13 @@
    heaviest (most bytes moved);
 2. ``recommend_configuration``: searches the shipped surrogate (Rafiki: NSGA-II over the
    neural-network ensemble or LightGBM) for the best Cassandra configuration of that workload;
-3. ``reconfigure``: SOPHIA's cost-benefit analysis; applies the configuration (live knobs live,
-   restart only for restart-only knobs) only when the projected gain over the look-ahead
-   window beats the throughput lost while reconfiguring.
+3. ``reconfigure``: reads the configuration in force back from the node (keyspace and table
+   options, ``system_views.settings``: :mod:`tuner.readback`), changes only the searched knobs
+   of it, and runs SOPHIA's cost-benefit analysis; applies the result (live knobs live, restart
+   only for restart-only knobs) only when the projected gain over the look-ahead window beats
+   the throughput lost while reconfiguring. A node that is not running is left alone.
 
-The configuration in force is remembered in ``$ASGARD_HOME/run/cassandra/applied-config.yaml``.
+The last configuration applied is also recorded in ``$ASGARD_HOME/run/cassandra/applied-config.yaml``.
 """
 import json
 from typing import Sequence
@@ -110,6 +112,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
     @op
     def reconfigure(context, recommendation: dict) -> dict:
         from resources.cassandra import CassandraNode
+        from resources.stores import ObjectKey
         from resources.stores.cassandra import CassandraObjectStore
         from tuner.costbenefit import decide
         from tuner.dataset import DEFAULT_MODEL
@@ -117,17 +120,30 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
         from tuner.surrogates import Surrogate
         from tuner.workload import Workload
 
+        from tuner.readback import read_configuration
+
         config = RetuneConfig(**recommendation["config"])
         model = Surrogate.load(config.model_path or DEFAULT_MODEL)
-        current = current_configuration()
-        new = Configuration(recommendation["knobs"])
+        node = CassandraNode(index=config.node_index)
+        if not node.is_running():  # a node someone stopped stays stopped
+            reason = f"Cassandra at {node.address} is not running: nothing read, nothing applied"
+            context.log.warning(reason)
+            context.add_output_metadata({"reconfigure": False, "reason": reason})
+            return {"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None}
+        store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=config.keyspace)
+        store.exists(ObjectKey("asgard/retune", "probe"))  # the keyspace and table exist from here on
+        # the configuration in force, read back from the node, not from a record of what was applied
+        current, unreadable = read_configuration(store.session, config.keyspace)
+        if unreadable:
+            context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
+        # only the searched knobs change; everything else stays as it is in force
+        new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
         decision = decide(model, Workload(**recommendation["workload"]), current, new,
                           lookahead_s=config.lookahead_seconds, restart_seconds=config.restart_seconds)
-        outcome = {"decision": decision.as_dict(), "applied": None}
+        outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
+                   "unreadable": unreadable}
         context.log.info(f"cost-benefit: {decision.reason}")
         if decision.reconfigure and config.apply:
-            node = CassandraNode(index=config.node_index)
-            store = CassandraObjectStore(contact_points=[node.address], keyspace=config.keyspace)
             applied = apply(node, store, new, previous=current)
             applied_config_file().write_text(yaml.safe_dump({"knobs": new.as_dict()}, sort_keys=True))
             outcome["applied"] = applied.as_dict()

@@ -46,7 +46,7 @@ def test_schedule_counts_the_runs_of_the_next_window():
     assert not quiet.run_requests and "no watched schedule fires" in quiet.skip_message
 
 
-def test_retune_job_plans_recommends_and_decides(dagster_instance):
+def test_retune_job_plans_recommends_and_decides(dagster_instance, cassandra_node):
     forest = make_job("lightgbm_forest", "cassandra")
     retune = make_retune_job([forest])
     config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": [forest.name], "apply": False,
@@ -62,3 +62,27 @@ def test_retune_job_plans_recommends_and_decides(dagster_instance):
     assert outcome["applied"] is None  # dry run
     assert decision["reconfigure"] == (decision["benefit_ops"] > decision["cost_ops"]
                                        and decision["new_ops_per_s"] > decision["current_ops_per_s"])
+    # the decision starts from what the node runs, read back from it: the store made the
+    # keyspace with durable_writes off, which stock Cassandra's default is not
+    from resources.stores.cassandra import CassandraObjectStore
+
+    ks = CassandraObjectStore(keyspace="asgard").session.execute(
+        "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard'").one()
+    assert ("durable_writes" in outcome["in_force"]) == (ks.durable_writes is False)
+    assert outcome["unreadable"] == {}
+
+
+def test_retune_job_never_starts_a_node_that_is_down(dagster_instance):
+    from resources.cassandra import CassandraNode
+
+    forest = make_job("lightgbm_forest", "cassandra")
+    retune = make_retune_job([forest])
+    down = CassandraNode(index=9)  # 127.0.0.9: no test starts it
+    assert not down.is_running()
+    config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": [forest.name], "apply": True, "node_index": 9,
+                                                    "evaluations": 100}}}}
+    result = retune.execute_in_process(run_config=config, instance=dagster_instance)
+    assert result.success
+    outcome = result.output_for_node("reconfigure")
+    assert outcome["applied"] is None and "127.0.0.9 is not running" in outcome["decision"]["reason"]
+    assert not down.is_running()

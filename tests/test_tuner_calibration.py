@@ -102,6 +102,18 @@ def test_apply_reaches_keyspace_table_node_and_client(tuner_node, tuner_store):
     ks = tuner_store.session.execute(
         "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard_tuner_test'").one()
     assert ks.durable_writes is False and tuner_node.pid() == pid  # all live, no restart
+    # read back from the node, the configuration in force is the one applied
+    from tuner.knobs import CLIENT, KNOBS
+    from tuner.readback import read_configuration
+
+    in_force, unreadable = read_configuration(tuner_store.session, "asgard_tuner_test")
+    assert not unreadable
+    # two knobs left at their default are not written to the yaml, and Cassandra derives them
+    # from the heap: the knobs' defaults are a 2 GiB heap's; this node has 1 GiB
+    heap_derived = {"key_cache_size_mib": 51, "memtable_offheap_space_mib": 256}  # min(5%, 100 MiB), 1/4
+    server = [k for k in KNOBS if KNOBS[k].apply != CLIENT and k not in heap_derived]
+    assert {k: in_force[k] for k in server} == {k: new[k] for k in server}
+    assert {k: in_force[k] for k in heap_derived} == heap_derived
     # the client side: the next put is chunked and compressed as tuned, and reads back
     key = ObjectKey("tuner/apply", "out")
     data = bytes(range(256)) * 4096  # 1 MiB
