@@ -112,7 +112,6 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
     @op
     def reconfigure(context, recommendation: dict) -> dict:
         from resources.cassandra import CassandraNode
-        from resources.stores import ObjectKey
         from resources.stores.cassandra import CassandraObjectStore
         from tuner.costbenefit import decide
         from tuner.dataset import DEFAULT_MODEL
@@ -131,7 +130,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
             context.add_output_metadata({"reconfigure": False, "reason": reason})
             return {"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None}
         store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=config.keyspace)
-        store.exists(ObjectKey("asgard/retune", "probe"))  # the keyspace and table exist from here on
+        store.ensure_schema()
         # the configuration in force, read back from the node, not from a record of what was applied
         current, unreadable = read_configuration(store.session, config.keyspace)
         if unreadable:

@@ -80,18 +80,21 @@ def rank(rows: Sequence[dict[str, Any]], min_k: int = 2, max_k: int = 8, alpha: 
         cell: dict[tuple[str, str], list[float]] = defaultdict(list)
         for lv, w, y in full:
             cell[(lv, w)].append(y)
+        cell_mean = {key: float(np.mean(v)) for key, v in cell.items()}  # mean log ratio
         spreads, level_means = [], defaultdict(list)
         for w in workloads:
-            means = [float(np.mean(v)) for (lv, ww), v in cell.items() if ww == w]
-            for (lv, ww), v in cell.items():
-                if ww == w:
-                    level_means[lv].append(float(np.mean(v)))
+            means = [(lv, m) for (lv, ww), m in cell_mean.items() if ww == w]
+            for lv, m in means:
+                level_means[lv].append(m)
             if len(means) > 1:
-                spreads.append(float(np.var(np.exp(means), ddof=1)))
+                spreads.append(float(np.var(np.exp([m for _, m in means]), ddof=1)))
         score = math.sqrt(float(np.mean(spreads))) if spreads else 0.0
-        levels = {lv: round((math.exp(float(np.mean(v))) - 1) * 100, 2) for lv, v in level_means.items()}
-        per_workload = {w: {lv: round((math.exp(float(np.mean(v))) - 1) * 100, 2)
-                            for (lv, ww), v in cell.items() if ww == w} for w in sorted(workloads)}
+
+        def pct(log_ratio: float) -> float:
+            return round((math.exp(log_ratio) - 1) * 100, 2)
+
+        levels = {lv: pct(float(np.mean(v))) for lv, v in level_means.items()}
+        per_workload = {w: {lv: pct(m) for (lv, ww), m in cell_mean.items() if ww == w} for w in sorted(workloads)}
         table.append({
             "knob": name, "std_pct": round(score * 100, 3), "F": round(f, 3), "p_value": p,
             "significant": bool(p < alpha) if p == p else False,

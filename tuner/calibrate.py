@@ -162,9 +162,9 @@ def calibrate(
     # a slot = position-independent identity of a planned item (repeats are distinct)
     slots, seen_count = [], {}
     for p in configs:
-        key = f"{p.tag == 'aa'}:{p.config_id}"
+        key = f"aa-{p.config_id}" if p.tag == "aa" else p.config_id
         seen_count[key] = seen_count.get(key, 0) + 1
-        slots.append(f"{'aa-' if p.tag == 'aa' else ''}{p.config_id}#{seen_count[key]}")
+        slots.append(f"{key}#{seen_count[key]}")
     todo = [(i, p) for i, p in enumerate(configs) if any((slots[i], w.name) not in done for w in workloads)]
     summary = {"planned_configs": len(configs), "todo_configs": len(todo), "rows_written": 0,
                "restarts": 0, "restart_seconds": [], "seconds": 0.0, "pairs": pairs}

@@ -142,7 +142,9 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     from resources.cassandra import CassandraNode
     from resources.stores.cassandra import CassandraObjectStore
     from tuner.dataset import DEFAULT_MODEL, Dataset
-    from tuner.knobs import CLIENT, KNOBS, Configuration, apply
+    from tuner.anova import key_knobs
+    from tuner.knobs import CLIENT, KNOBS, Configuration
+    from tuner.measure import Interleaver
     from tuner.surrogates import Surrogate
     from tuner.validate import recommend
 
@@ -156,10 +158,8 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     node = CassandraNode()
     node.start()
     store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace="asgard")
-    store.ping()
-    store.exists(_probe_key())  # creates the keyspace and table if this node has none yet
-    session = store.session
-    found = NodeState(session, "asgard", "objects")
+    store.ensure_schema()
+    found = NodeState(store.session, "asgard", "objects")
     initial_overrides = node.overrides()
     state_file = applied_config_file()
     saved_state = state_file.read_text() if state_file.exists() else None
@@ -169,7 +169,9 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     sizes = {app: app_sizes(app, small=cfg.small) for app in cfg.apps}
     rows: list[dict] = []
     reconfigurations: list[dict] = []
-    current: Configuration | None = None
+    # applies a variant's configuration, changing only what differs from the one applied last
+    # (no warm-up passes: the bench's runs are its own load)
+    nodes = Interleaver(node, store, settle_s=0)
     t_start = time.time()
     try:
         with tempfile.TemporaryDirectory(prefix="asgard-bench-dynamic-") as tmp:
@@ -184,7 +186,7 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
                     e2e_seen[app] = row["e2e_s"]
                 from asgard_dagster.topology import analyze_with_history
 
-                server_knobs = [k for k in _key_knobs(model) if KNOBS[k].apply != CLIENT]
+                server_knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
                 static_workload = analyze_with_history(jobs[cfg.static_app], instance).workload()
                 static_config, _ = recommend(model, static_workload, server_knobs)
                 # a burst's length is the look-ahead the reconfiguration must pay off within
@@ -192,22 +194,16 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
                 state_file.unlink(missing_ok=True)  # Asgard starts on the default
                 loop = AsgardLoop(instance, jobs, restart_seconds, lookahead, cfg.model_path)
 
-                def switch(config: Configuration) -> None:
-                    nonlocal current
-                    if config != current:
-                        apply(node, store, config, current)
-                        current = config
-
                 for b, app in enumerate(sequence):
                     for variant in _variant_order(b):
                         if variant == "default":
-                            switch(Configuration())
+                            nodes.switch(Configuration())
                         elif variant == "static_tuned":
-                            switch(static_config)
+                            nodes.switch(static_config)
                         else:
-                            switch(current_configuration())
+                            nodes.switch(current_configuration())
                             record = loop.before_burst(app, cfg.burst)
-                            current = current_configuration()  # what the retune job left
+                            nodes.current = current_configuration()  # what the retune job left
                             record.update(burst=b)
                             reconfigurations.append(record)
                             say(f"asgard before burst {b} ({app}): {record.get('reason', record['sensor'])}")
@@ -216,8 +212,8 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
                                                 cfg.max_concurrent)
                             row.update(burst=b, run_in_burst=i)
                             rows.append(row)
-                            say(f"  {variant:<13} {app:<16} burst {b} run {i + 1}: "
-                                f"{row['e2e_s']:.1f}s" if row["success"] else "FAILED")
+                            outcome = f"{row['e2e_s']:.1f}s" if row["success"] else f"FAILED {row['error']}"
+                            say(f"  {variant:<13} {app:<16} burst {b} run {i + 1}: {outcome}")
     finally:
         say("restoring the node")
         try:
@@ -262,18 +258,6 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     result["plot"] = str(plot(result, out / "dynamic.png"))
     (out / "dynamic.txt").write_text(table(result) + "\n")
     return result
-
-
-def _probe_key():
-    from resources.stores.base import ObjectKey
-
-    return ObjectKey("asgard/bench-dynamic", "probe")
-
-
-def _key_knobs(model) -> list[str]:
-    from tuner.anova import key_knobs
-
-    return key_knobs(model)
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:

@@ -399,6 +399,11 @@ class CassandraObjectStore(ObjectStore):
     def ping(self) -> None:
         self._execute(self.session, "SELECT release_version FROM system.local")
 
+    def ensure_schema(self) -> None:
+        """Create the keyspace and tables now if they are missing (otherwise the first put or get
+        does): for callers that read or alter their options before any output is stored."""
+        self._statement("select_head")
+
     def _run(self, name: str, params) -> Any:
         return self._execute(self.session, self._statement(name), params)
 
