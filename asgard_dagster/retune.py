@@ -16,10 +16,12 @@
 The last configuration applied is also recorded in ``$ASGARD_HOME/run/cassandra/applied-config.yaml``.
 """
 import json
-from typing import Sequence
+import statistics
+import time
+from typing import Optional, Sequence
 
 import yaml
-from dagster import Config, MetadataValue, Out, Output, job, op
+from dagster import Config, DagsterRunStatus, MetadataValue, Out, Output, RunsFilter, job, op
 from pydantic import Field
 
 from resources.paths import run_dir
@@ -40,10 +42,62 @@ def current_configuration():
     return Configuration()
 
 
+# Assumptions, used only where nothing was measured yet:
+# the slowest of the 28 restarts the tuner measured on this machine under load during calibration
+# (9.3-15.9 s, median 9.7 s; tuner/data/calibration.jsonl), for a node the project never restarted
+ASSUMED_RESTART_SECONDS = 15.9
+# a job with no successful run yet: one window of the retune schedule (30 min)
+ASSUMED_LOOKAHEAD_SECONDS = 1800.0
+# priority of retune runs: above application runs (default 0), so the run that prepares the
+# store for a queue is not itself queued behind it
+RETUNE_PRIORITY = "10"
+
+
+def recent_durations(instance, job_name: str, runs: int = 5) -> list[float]:
+    """Wall seconds of the job's last ``runs`` successful runs."""
+    out = []
+    for record in instance.get_run_records(RunsFilter(job_name=job_name, statuses=[DagsterRunStatus.SUCCESS]),
+                                           limit=runs):
+        if record.start_time and record.end_time:
+            out.append(record.end_time - record.start_time)
+    return out
+
+
+def forecast_lookahead(instance, counts: dict[str, int]) -> tuple[float, dict]:
+    """T_L: the seconds the upcoming runs will keep the store busy, sum over jobs of runs x the
+    median of the job's recent successful durations (the assumption where a job has none)."""
+    total, rows = 0.0, {}
+    for job_name, n in counts.items():
+        durations = recent_durations(instance, job_name)
+        each = statistics.median(durations) if durations else None
+        rows[job_name] = {"runs": n, "median_s": round(each, 2) if each else None, "history": len(durations)}
+        total += n * (each if each else 0.0)
+    if total <= 0:
+        return ASSUMED_LOOKAHEAD_SECONDS, {"jobs": rows, "source": "assumed (no successful run of the upcoming jobs)"}
+    return total, {"jobs": rows, "source": "forecast: runs x median recent duration"}
+
+
+def other_runs_in_flight(instance, own_run_id: str) -> list[str]:
+    records = instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.STARTED]), limit=100)
+    return [r.dagster_run.run_id for r in records if r.dagster_run.run_id != own_run_id]
+
+
 class RetuneConfig(Config):
     upcoming_jobs: list[str] = Field(default=[], description="Jobs expected to run next (the sensor fills this).")
-    lookahead_seconds: float = Field(default=1800.0, description="Window over which a new configuration must pay off.")
-    restart_seconds: float = Field(default=15.0, description="Measured stop-to-ready seconds of the node (see `asgard bench startup`).")
+    upcoming_counts: dict[str, int] = Field(
+        default={}, description="Runs of each upcoming job (the sensor and schedule fill this); a job missing counts once.")
+    lookahead_seconds: Optional[float] = Field(
+        default=None, description="Window over which a new configuration must pay off. None: forecast from the "
+        "upcoming runs and each job's recent successful durations.")
+    restart_seconds: Optional[float] = Field(
+        default=None, description="Stop-to-ready seconds charged for a restart. None: the median of the node's recent "
+        "measured restarts (its restarts.jsonl).")
+    quiet_wait_seconds: float = Field(
+        default=300.0, description="With replication factor 1, how long a restart waits for no other run to be in "
+        "flight before it is deferred.")
+    probe_seconds: float = Field(
+        default=2.0, description="Seconds of each probe of the workload before and after a change (realized gain); "
+        "0 skips the probes and the rollback.")
     method: str = Field(default="nsga2", description="Search: nsga2 (genetic), tpe or exhaustive.")
     evaluations: int = Field(default=1000, description="Surrogate evaluations the search may spend.")
     model_path: str = Field(default="", description="Fitted surrogate; empty uses the one shipped in tuner/data.")
@@ -78,9 +132,18 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
                 best = (job_name, stage, topo)
         job_name, stage, topo = best
         workload = topo.workload()
+        counts = {j: int(config.upcoming_counts.get(j, 1)) for j in upcoming}
+        if config.lookahead_seconds is not None:
+            lookahead, forecast = config.lookahead_seconds, {"source": "configured"}
+        else:
+            lookahead, forecast = forecast_lookahead(context.instance, counts)
+        context.log.info(f"look-ahead T_L = {lookahead:.0f} s ({forecast['source']})")
         return Output(
-            {"job": job_name, "workload": workload.as_dict(), "config": config.model_dump()},
+            {"job": job_name, "workload": workload.as_dict(), "config": config.model_dump(),
+             "lookahead_seconds": lookahead, "forecast": forecast},
             metadata={"job": job_name, "pattern": workload.pattern, "fanout": workload.fanout,
+                      "lookahead_seconds": MetadataValue.float(float(lookahead)),
+                      "forecast": MetadataValue.json(forecast),
                       "object_kib": workload.object_kib, "read_ratio": MetadataValue.float(workload.nominal_read_ratio),
                       "stages": MetadataValue.json(topo.as_rows())},
         )
@@ -104,7 +167,8 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
         result = search(model, workload, knobs=knobs, method=config.method, evaluations=config.evaluations)
         return Output(
             {"workload": plan["workload"], "knobs": result.config.as_dict(), "search": result.as_dict(),
-             "config": plan["config"]},
+             "config": plan["config"], "lookahead_seconds": plan["lookahead_seconds"],
+             "predicted_gain_pct": float(result.predicted_gain_pct)},
             metadata={"predicted_gain_pct": MetadataValue.float(float(result.predicted_gain_pct)),
                       "search": MetadataValue.json(json.loads(json.dumps(result.as_dict(), default=str)))},
         )
@@ -113,9 +177,8 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
     def reconfigure(context, recommendation: dict) -> dict:
         from resources.cassandra import CassandraNode
         from resources.stores.cassandra import CassandraObjectStore
-        from tuner.costbenefit import decide
+        from tuner.costbenefit import decide, needs_restart
         from tuner.dataset import DEFAULT_MODEL
-        from tuner.knobs import Configuration, apply
         from tuner.surrogates import Surrogate
         from tuner.workload import Workload
 
@@ -124,11 +187,17 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
         config = RetuneConfig(**recommendation["config"])
         model = Surrogate.load(config.model_path or DEFAULT_MODEL)
         node = CassandraNode(index=config.node_index)
+
+        def finish(outcome: dict, **metadata) -> dict:
+            context.log.info(outcome["decision"]["reason"])
+            context.add_output_metadata({"reconfigure": bool(outcome["decision"]["reconfigure"]),
+                                         "reason": outcome["decision"]["reason"], **metadata})
+            return outcome
+
         if not node.is_running():  # a node someone stopped stays stopped
             reason = f"Cassandra at {node.address} is not running: nothing read, nothing applied"
             context.log.warning(reason)
-            context.add_output_metadata({"reconfigure": False, "reason": reason})
-            return {"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None}
+            return finish({"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None})
         store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=config.keyspace)
         store.ensure_schema()
         # the configuration in force, read back from the node, not from a record of what was applied
@@ -137,25 +206,114 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra"):
             context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
         # only the searched knobs change; everything else stays as it is in force
         new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
+        measured = node.restart_seconds()
+        if config.restart_seconds is not None:
+            restart_s, restart_source = config.restart_seconds, "configured"
+        elif measured is not None:
+            restart_s, restart_source = measured, f"median of the node's recent restarts ({node.restart_log})"
+        else:
+            restart_s, restart_source = ASSUMED_RESTART_SECONDS, "assumed: the node has no measured restart yet"
+        lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
         decision = decide(model, Workload(**recommendation["workload"]), current, new,
-                          lookahead_s=config.lookahead_seconds, restart_seconds=config.restart_seconds)
+                          lookahead_s=lookahead, restart_seconds=restart_s)
         outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
-                   "unreadable": unreadable}
-        context.log.info(f"cost-benefit: {decision.reason}")
-        if decision.reconfigure and config.apply:
-            applied = apply(node, store, new, previous=current)
-            applied_config_file().write_text(yaml.safe_dump({"knobs": new.as_dict()}, sort_keys=True))
-            outcome["applied"] = applied.as_dict()
-        context.add_output_metadata({
-            "reconfigure": decision.reconfigure, "reason": decision.reason,
-            "benefit_ops": MetadataValue.float(float(decision.benefit_ops)),
-            "cost_ops": MetadataValue.float(float(decision.cost_ops)),
-            "applied": MetadataValue.json(outcome["applied"] or {}),
-        })
-        return outcome
+                   "unreadable": unreadable, "restart_seconds": restart_s, "restart_source": restart_source}
+        metadata = {"benefit": MetadataValue.float(float(decision.benefit_ops)),
+                    "cost": MetadataValue.float(float(decision.cost_ops)),
+                    "lookahead_seconds": MetadataValue.float(lookahead),
+                    "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source}
+        if not (decision.reconfigure and config.apply):
+            return finish(outcome, **metadata)
 
-    @job(name=name, description="Retune the local Cassandra for the upcoming runs (topology -> surrogate -> cost-benefit).")
+        restart = needs_restart(current, new)
+        if restart and keyspace_replication(store, config.keyspace) < 2:
+            # one replica: every request to it waits out the restart; do it when no run is in flight
+            waited, busy = wait_quiet(context, config.quiet_wait_seconds)
+            metadata["quiet_wait_seconds"] = MetadataValue.float(round(waited, 1))
+            if busy:
+                outcome["decision"] = {**outcome["decision"], "reconfigure": False, "deferred": True, "reason": (
+                    f"deferred: a restart with replication factor 1 waits for no run in flight, and after "
+                    f"{waited:.0f} s runs {busy[:5]} still were (quiet_wait_seconds={config.quiet_wait_seconds:g})")}
+                return finish(outcome, **metadata)
+
+        workload = Workload(**recommendation["workload"])
+        before = probe(node, store, workload, config.probe_seconds)
+        applied = apply_config(node, store, new, current)
+        after = probe(node, store, workload, config.probe_seconds)
+        outcome["applied"] = applied.as_dict()
+        metadata["applied"] = MetadataValue.json(outcome["applied"])
+        if applied.restarted:
+            metadata["measured_restart_seconds"] = MetadataValue.float(round(applied.node_restart_seconds, 2))
+        predicted = float(recommendation.get("predicted_gain_pct", 0.0))
+        metadata["predicted_gain_pct"] = MetadataValue.float(round(predicted, 2))
+        if before and after:
+            realized, noise = realized_gain(before, after)
+            outcome.update(predicted_gain_pct=predicted, realized_gain_pct=realized, noise_pct=noise)
+            metadata.update(realized_gain_pct=MetadataValue.float(round(realized, 2)),
+                            noise_pct=MetadataValue.float(round(noise, 2)))
+            context.log.info(f"predicted {predicted:+.1f}%, realized {realized:+.1f}% (noise {noise:.1f}%)")
+            if realized < -noise:
+                # worse beyond what the probe can tell from noise: back to what was in force
+                rolled = apply_config(node, store, current, new)
+                outcome["rolled_back"] = rolled.as_dict()
+                metadata["rolled_back"] = MetadataValue.json(outcome["rolled_back"])
+                context.log.warning(f"rolled back: realized {realized:+.1f}% is worse than the noise of {noise:.1f}%")
+        return finish(outcome, **metadata)
+
+    @job(name=name, tags={"dagster/priority": RETUNE_PRIORITY},
+         description="Retune the local Cassandra for the upcoming runs (topology -> surrogate -> cost-benefit).")
     def retune():
         reconfigure(recommend_configuration(plan_workload()))
 
     return retune
+
+
+def keyspace_replication(store, keyspace: str) -> int:
+    """The keyspace's replication factor (SimpleStrategy; the sum over data centres otherwise)."""
+    row = store.session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                                (keyspace,)).one()
+    if row is None:
+        return 1
+    factors = [int(v) for k, v in dict(row.replication).items() if k != "class" and str(v).isdigit()]
+    return sum(factors) or 1
+
+
+def wait_quiet(context, bound_s: float, poll_s: float = 2.0) -> tuple[float, list[str]]:
+    """Wait up to ``bound_s`` for no other run to be in flight; (seconds waited, runs still busy)."""
+    t0 = time.monotonic()
+    while True:
+        busy = other_runs_in_flight(context.instance, context.run_id)
+        waited = time.monotonic() - t0
+        if not busy or waited >= bound_s:
+            return waited, busy
+        context.log.info(f"waiting for runs in flight to finish before restarting: {busy[:5]}")
+        time.sleep(min(poll_s, max(0.1, bound_s - waited)))
+
+
+def probe(node, store, workload, seconds: float, repeats: int = 2) -> list:
+    """``repeats`` short runs of ``workload`` through the real store (empty if ``seconds`` is 0)."""
+    from tuner.measure import measure
+
+    return [measure(node, store, workload, seconds, seed=i) for i in range(repeats)] if seconds > 0 else []
+
+
+def realized_gain(before: list, after: list) -> tuple[float, float]:
+    """(gain %, noise %): the geometric-mean throughput after over before, and the noise as the
+    spread of the probes under the old configuration against each other (at least 5%)."""
+    from tuner.measure import geomean
+
+    b = [s.ops_per_s for s in before if s.ops_per_s > 0]
+    a = [s.ops_per_s for s in after if s.ops_per_s > 0]
+    if not a or not b:
+        return -100.0 if b else 0.0, 5.0
+    gain = (geomean(a) / geomean(b) - 1) * 100
+    noise = (max(b) / min(b) - 1) * 100 if len(b) > 1 else 0.0
+    return gain, max(noise, 5.0)
+
+
+def apply_config(node, store, config, previous):
+    from tuner.knobs import apply
+
+    result = apply(node, store, config, previous=previous)
+    applied_config_file().write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
+    return result

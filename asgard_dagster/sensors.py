@@ -19,9 +19,15 @@ from dagster import (
 )
 
 
-def _retune_request(job_names: list[str], key: str) -> RunRequest:
-    return RunRequest(run_key=key, run_config={"ops": {"plan_workload": {"config": {"upcoming_jobs": job_names}}}},
-                      tags={"asgard/upcoming": ",".join(job_names)})
+def _retune_request(counts: dict[str, int], key: str) -> RunRequest:
+    """A retune run for ``{job: upcoming runs}``, heaviest first, above the applications' priority."""
+    from .retune import RETUNE_PRIORITY
+
+    job_names = sorted(counts, key=lambda j: (-counts[j], j))
+    config = {"upcoming_jobs": job_names, "upcoming_counts": {j: counts[j] for j in job_names}}
+    return RunRequest(run_key=key, run_config={"ops": {"plan_workload": {"config": config}}},
+                      tags={"asgard/upcoming": ",".join(f"{j}x{counts[j]}" for j in job_names),
+                            "dagster/priority": RETUNE_PRIORITY})
 
 
 def make_upcoming_runs_sensor(retune_job, watched_jobs: Sequence, name: str = "asgard_upcoming_runs_sensor",
@@ -39,29 +45,54 @@ def make_upcoming_runs_sensor(retune_job, watched_jobs: Sequence, name: str = "a
     def upcoming_runs(context: SensorEvaluationContext):
         runs = context.instance.get_runs(
             RunsFilter(job_name=None, statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]), limit=200)
-        mix = sorted({r.job_name for r in runs if r.job_name in watched})
-        if not mix:
+        counts: dict[str, int] = {}
+        for r in runs:
+            if r.job_name in watched:
+                counts[r.job_name] = counts.get(r.job_name, 0) + 1
+        if not counts:
             return SkipReason(f"no queued runs of {watched}")
+        mix = sorted(counts)
+        # the cursor keeps the mix (which jobs): more runs of the same jobs need no new retune
         signature = json.dumps(mix)
         if signature == context.cursor:
             return SkipReason(f"upcoming mix {mix} unchanged since the last retune")
         context.update_cursor(signature)
-        return _retune_request(mix, key=f"queued:{signature}:{len(runs)}")
+        return _retune_request(counts, key=f"queued:{signature}:{len(runs)}")
 
     return upcoming_runs
 
 
 def upcoming_from_schedules(schedules: Sequence[ScheduleDefinition], now: dt.datetime,
                             window: dt.timedelta) -> dict[str, int]:
-    """``{job name: runs}`` that ``schedules`` will start in ``[now, now + window)``."""
+    """``{job name: runs}`` that ``schedules`` will start in ``[now, now + window)``, each read
+    in its own ``execution_timezone`` (UTC if it has none)."""
+    from zoneinfo import ZoneInfo
+
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.timezone.utc)
     counts: dict[str, int] = {}
     for schedule in schedules:
         crons = schedule.cron_schedule if isinstance(schedule.cron_schedule, list) else [schedule.cron_schedule]
+        local_now = now.astimezone(ZoneInfo(schedule.execution_timezone or "UTC"))
         for cron in crons:
-            it = croniter(cron, now)
+            it = croniter(cron, local_now)
             while (tick := it.get_next(dt.datetime)) < now + window:
                 counts[schedule.job_name] = counts.get(schedule.job_name, 0) + 1
     return counts
+
+
+def schedule_is_running(instance, schedule: ScheduleDefinition) -> bool:
+    """Whether ``schedule`` will start runs: its state as toggled in the UI or CLI if it was, else
+    its ``default_status``. A schedule someone stopped starts nothing, so it forecasts nothing."""
+    from dagster._core.definitions.run_request import InstigatorType
+    from dagster._core.scheduler.instigation import InstigatorStatus
+
+    if instance is None:
+        return schedule.default_status.value == "RUNNING"
+    for state in instance.all_instigator_state(instigator_type=InstigatorType.SCHEDULE):
+        if state.name == schedule.name and state.status in (InstigatorStatus.RUNNING, InstigatorStatus.STOPPED):
+            return state.status == InstigatorStatus.RUNNING
+    return schedule.default_status.value == "RUNNING"
 
 
 def make_retune_schedule(retune_job, watched_schedules: Sequence[ScheduleDefinition], cron: str = "*/30 * * * *",
@@ -70,11 +101,16 @@ def make_retune_schedule(retune_job, watched_schedules: Sequence[ScheduleDefinit
 
     def evaluate(context: ScheduleEvaluationContext):
         now = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
-        counts = upcoming_from_schedules(watched_schedules, now, dt.timedelta(minutes=window_minutes))
+        # a context built without an instance (a unit test, a dry evaluation) has no toggled states
+        instance = context.instance if context.instance_ref is not None else None
+        running = [s for s in watched_schedules if schedule_is_running(instance, s)]
+        counts = upcoming_from_schedules(running, now, dt.timedelta(minutes=window_minutes))
         if not counts:
-            return SkipReason(f"no watched schedule fires in the next {window_minutes} minutes")
-        jobs = sorted(counts, key=lambda j: -counts[j])
-        return _retune_request(jobs, key=f"scheduled:{now.isoformat()}")
+            stopped = sorted(s.name for s in watched_schedules if s not in running)
+            return SkipReason(f"no running watched schedule fires in the next {window_minutes} minutes"
+                              + (f" (stopped: {stopped})" if stopped else ""))
+        # one request per tick: the run key is the tick, so a tick evaluated twice launches once
+        return _retune_request(counts, key=f"scheduled:{now.isoformat()}")
 
     return ScheduleDefinition(name=name, cron_schedule=cron, job=retune_job, execution_fn=evaluate,
                               description="Retunes Cassandra for the runs scheduled in the next window.")

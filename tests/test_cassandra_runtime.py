@@ -51,6 +51,12 @@ def test_restart_with_changed_knob_is_read_back(node2):
     assert seconds > 0
     rendered = yaml.safe_load((node2.conf_dir / "cassandra.yaml").read_text())
     assert rendered["concurrent_writes"] == target
+    # the restart's stop-to-ready time is on record for the cost-benefit analysis
+    import json
+
+    last = json.loads(node2.restart_log.read_text().splitlines()[-1])
+    assert last["endpoint"] == "127.0.0.2:9042" and last["seconds"] == round(seconds, 3)
+    assert node2.restart_seconds(recent=1) == round(seconds, 3)
 
 
 def test_nodetool_over_jmx(node2):
@@ -76,11 +82,13 @@ def test_a_live_session_survives_a_node_restart(node2):
 
 
 def test_stopped_server_gives_unreachable_error(node2):
-    io = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down", connect_timeout=2.0)
+    io = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down", connect_timeout=2.0,
+                            ride_through_seconds=2.0)
     io.store().put(ObjectKey.for_run("r", "s", "o"), 1)  # reachable while up
     node2.stop()
     try:
-        fresh = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down2", connect_timeout=2.0)
+        fresh = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down2", connect_timeout=2.0,
+                                   ride_through_seconds=2.0)
         with pytest.raises(StoreUnavailableError, match=r"Cassandra is unreachable at 127.0.0.2:9042.*asgard cassandra up"):
             fresh.store().put(ObjectKey.for_run("r", "s", "o"), 1)
     finally:
@@ -104,3 +112,40 @@ def test_two_instances_form_one_ring_with_replication():
         assert owns.count("100.0%") == 2, owns  # each instance holds a full replica
     finally:
         ring.stop()
+
+
+def test_runs_ride_through_restarts_of_their_only_replica(node2, dagster_instance):
+    """Replication factor 1, the node restarted twice (as a retune applying a restart-only knob
+    does) while runs loop on the multiprocess executor: every run succeeds and every output
+    reads back intact (each downstream step checks what it read)."""
+    import threading
+
+    from dagster import execute_job, reconstructable
+
+    from tests.ride_through_job import EXPECTED, KEYSPACE, ride_through_job
+
+    results, stop = [], threading.Event()
+    instance = dagster_instance
+    if True:  # runs loop in a thread while this one restarts the node
+        def loop():
+            while not stop.is_set() and len(results) < 12:
+                with execute_job(reconstructable(ride_through_job), instance=instance, raise_on_error=False) as r:
+                    results.append(r.success)
+
+        worker = threading.Thread(target=loop)
+        worker.start()
+        try:
+            import time
+
+            time.sleep(4)
+            restarts = [node2.restart(), node2.restart()]
+        finally:
+            stop.set()
+            worker.join(timeout=300)
+    assert results and all(results), f"run outcomes: {results}"
+    assert all(s > 0 for s in restarts)
+    from resources.stores.cassandra import CassandraObjectStore
+
+    store = CassandraObjectStore(contact_points=["127.0.0.2"], keyspace=KEYSPACE)
+    assert store.get(ObjectKey("ride-through", "last"))[0] == EXPECTED
+

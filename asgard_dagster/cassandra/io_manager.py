@@ -58,12 +58,17 @@ class CassandraIOManager(StoreIOManager):
         "recomputable; 40% less server CPU per byte written); a crashed node then loses outputs it had not flushed.",
     )
     request_timeout: float = Field(default=30.0, description="Seconds per chunk request.")
+    ride_through_seconds: float = Field(
+        default=30.0,
+        description="Seconds a request keeps retrying while a node restarts (a retune's restart took 9-16 s here), "
+        "before failing with 'unreachable'. 0 fails at once.",
+    )
 
     def open_store(self, **store_kwargs) -> CassandraObjectStore:
         return CassandraObjectStore(
             contact_points=list(self.contact_points), port=self.port, keyspace=self.keyspace, table=self.table,
             replication_factor=self.replication_factor, consistency=self.consistency, username=self.username,
             password=self.password, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
-            durable_writes=self.durable_writes,
+            durable_writes=self.durable_writes, ride_through_seconds=self.ride_through_seconds,
             **store_kwargs,
         )

@@ -189,6 +189,43 @@ class CassandraNode(ManagedServer):
         self.set_overrides(overrides, replace=replace)
         return self.restart(timeout)
 
+    # --- measured restart cost ----------------------------------------------------------
+    @property
+    def restart_log(self) -> Path:
+        return self.workdir / "restarts.jsonl"
+
+    def restart(self, timeout: float | None = None) -> float:
+        """Stop and start; the stop-to-ready seconds are recorded in ``restarts.jsonl`` (the
+        cost-benefit analysis charges the recent measured value, not a constant)."""
+        seconds = super().restart(timeout)
+        self.record_restart(seconds)
+        return seconds
+
+    def record_restart(self, seconds: float) -> None:
+        import json
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.restart_log, "a") as f:
+            f.write(json.dumps({"at": time.time(), "endpoint": self.endpoint, "seconds": round(seconds, 3)}) + "\n")
+
+    def restart_seconds(self, recent: int = 5) -> float | None:
+        """Median stop-to-ready seconds of this instance's last ``recent`` restarts (None: never
+        restarted by the project)."""
+        import json
+        import statistics
+
+        try:
+            lines = self.restart_log.read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        seconds = []
+        for line in lines[-recent:]:
+            try:
+                seconds.append(float(json.loads(line)["seconds"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line torn by a crash mid-write
+        return statistics.median(seconds) if seconds else None
+
     # No explicit `nodetool drain` before SIGTERM: Cassandra's shutdown hook drains (flushes
     # memtables, closes the commitlog) itself, and a nodetool JVM would add 2-3 s to every restart.
 

@@ -107,8 +107,25 @@ def _large_buffer_connection_class():
 
 
 def _connect(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
-             connect_timeout: float):
-    """One driver Cluster/Session per process and endpoint (a forked step gets its own)."""
+             connect_timeout: float, ride_through_seconds: float = 0.0):
+    """One driver Cluster/Session per process and endpoint (a forked step gets its own). A node
+    that refuses connections (restarting) is tried again for ``ride_through_seconds``."""
+    deadline = time.monotonic() + ride_through_seconds
+    while True:
+        try:
+            return _connect_once(contact_points, port, username, password, connect_timeout)
+        except StoreUnavailableError as exc:
+            from cassandra import AuthenticationFailed
+
+            cause = exc.__cause__
+            errors = getattr(cause, "errors", None) or {}
+            if any(isinstance(e, AuthenticationFailed) for e in errors.values()) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _connect_once(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
+                  connect_timeout: float):
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster, NoHostAvailable
     from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
@@ -192,6 +209,10 @@ class CassandraObjectStore(ObjectStore):
             (not one that is stopped or restarted, which flushes) loses the outputs it had not yet
             flushed; re-execute the run. Set True to keep them across crashes too.
         connect_timeout, request_timeout: seconds.
+        ride_through_seconds: how long a request (and a first connection) keeps retrying while
+            the node is unreachable because it restarts (a retune's restart took 9.3-15.9 s here
+            under load, ``asgard bench startup``); then :class:`StoreUnavailableError`. Every
+            statement is idempotent, so a retried write stores the same cells. 0 fails at once.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
         ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
     """
@@ -214,6 +235,7 @@ class CassandraObjectStore(ObjectStore):
         request_timeout: float = 30.0,
         chunks_per_partition: int = DEFAULT_CHUNKS_PER_PARTITION,
         durable_writes: bool = False,
+        ride_through_seconds: float = 30.0,
         **kwargs,
     ):
         kwargs.setdefault("chunk_size", DEFAULT_CHUNK_SIZE)
@@ -228,6 +250,8 @@ class CassandraObjectStore(ObjectStore):
             raise StoreConfigError(f"consistency {consistency!r} is not one of {CONSISTENCY_LEVELS}")
         if replication_factor < 1:
             raise StoreConfigError("replication_factor must be at least 1")
+        if ride_through_seconds < 0:
+            raise StoreConfigError(f"ride_through_seconds must be 0 or more, got {ride_through_seconds}")
         if chunks_per_partition < 1:
             raise StoreConfigError(f"chunks_per_partition must be at least 1, got {chunks_per_partition}")
         self.contact_points = tuple(contact_points)
@@ -239,6 +263,7 @@ class CassandraObjectStore(ObjectStore):
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.chunks_per_partition = chunks_per_partition
         self.durable_writes = durable_writes
+        self.ride_through_seconds = ride_through_seconds
         self._prepared: dict[str, Any] = {}  # statements prepared on self._session
         self._session, self._session_pid = None, None
 
@@ -247,7 +272,8 @@ class CassandraObjectStore(ObjectStore):
     def session(self):
         session = self._session
         if session is None or session.is_shutdown or self._session_pid != os.getpid():
-            session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout)
+            session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
+                               self.ride_through_seconds)
             if session is not self._session:
                 self._prepared = {}
             self._session, self._session_pid = session, os.getpid()
@@ -380,14 +406,14 @@ class CassandraObjectStore(ObjectStore):
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
 
-        deadline = time.monotonic() + self.connect_timeout
+        deadline = time.monotonic() + max(self.connect_timeout, self.ride_through_seconds)
         while True:
             try:
                 if prepare:
                     return session.prepare(statement)
                 return session.execute(statement, params, timeout=self.request_timeout)
             except (NoHostAvailable, OperationTimedOut, Unavailable, ConnectionException) as exc:
-                # a restarted node: the driver reconnects within its back-off (0.2 s, doubling)
+                # a restarting node: the driver reconnects within its back-off (0.2 s, doubling to 5 s)
                 if _is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
                     continue
@@ -471,9 +497,9 @@ class CassandraObjectStore(ObjectStore):
                 time.sleep(min(0.0005 * 2 ** min(attempt, 8), 0.05))
                 retries.append((tag, statement, params, attempt + 1))
             elif _is_reconnecting(exc):
-                # a restarted node: resend until the driver reconnects, for connect_timeout at most
+                # a restarting node: resend until the driver reconnects, for the ride-through at most
                 if reconnect_deadline is None:
-                    reconnect_deadline = time.monotonic() + self.connect_timeout
+                    reconnect_deadline = time.monotonic() + max(self.connect_timeout, self.ride_through_seconds)
                 if time.monotonic() >= reconnect_deadline:
                     raise self._map_error(exc) from exc
                 time.sleep(0.2)
