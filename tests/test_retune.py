@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from dagster import (
-    DagsterRunStatus, RunRequest, ScheduleDefinition, SkipReason, build_schedule_context, build_sensor_context,
+    DagsterRunStatus, DefaultScheduleStatus, RunRequest, ScheduleDefinition, SkipReason, build_schedule_context,
+    build_sensor_context,
 )
 
 from asgard_dagster.retune import make_retune_job
@@ -25,14 +28,22 @@ def test_sensor_requests_a_retune_when_the_queued_mix_changes(dagster_instance):
     again = sensor(build_sensor_context(instance=dagster_instance, cursor=context.cursor))
     assert isinstance(again, SkipReason) and "unchanged" in again.skip_message
     dagster_instance.create_run_for_job(words, status=DagsterRunStatus.NOT_STARTED)  # queued runs need a code-location origin
+    dagster_instance.create_run_for_job(words, status=DagsterRunStatus.NOT_STARTED)
     changed = sensor(build_sensor_context(instance=dagster_instance, cursor=context.cursor))
-    assert changed.run_config["ops"]["plan_workload"]["config"]["upcoming_jobs"] == sorted([forest.name, words.name])
+    config = changed.run_config["ops"]["plan_workload"]["config"]
+    # the counts reach the retune job (two words runs come before one forest run), and the
+    # retune run outranks the applications in the run queue
+    assert config["upcoming_jobs"] == [words.name, forest.name]
+    assert config["upcoming_counts"] == {words.name: 2, forest.name: 1}
+    assert int(changed.tags["dagster/priority"]) > 0
+    assert retune.tags["dagster/priority"] == changed.tags["dagster/priority"]
 
 
 def test_schedule_counts_the_runs_of_the_next_window():
     forest, words = make_job("lightgbm_forest", "cassandra"), make_job("word_count", "cassandra")
-    schedules = [ScheduleDefinition(job=forest, cron_schedule="*/10 * * * *"),
-                 ScheduleDefinition(job=words, cron_schedule="0 3 * * *")]
+    running = DefaultScheduleStatus.RUNNING
+    schedules = [ScheduleDefinition(job=forest, cron_schedule="*/10 * * * *", default_status=running),
+                 ScheduleDefinition(job=words, cron_schedule="0 3 * * *", default_status=running)]
     now = dt.datetime(2026, 11, 22, 2, 55, tzinfo=dt.timezone.utc)
     assert upcoming_from_schedules(schedules, now, dt.timedelta(minutes=30)) == {forest.name: 3, words.name: 1}
     assert upcoming_from_schedules(schedules, now, dt.timedelta(minutes=6)) == {forest.name: 1, words.name: 1}
@@ -43,7 +54,41 @@ def test_schedule_counts_the_runs_of_the_next_window():
     assert request.run_config["ops"]["plan_workload"]["config"]["upcoming_jobs"] == [forest.name, words.name]
     nightly_only = make_retune_schedule(retune, schedules[1:], cron="*/30 * * * *", window_minutes=30)
     quiet = nightly_only.evaluate_tick(build_schedule_context(scheduled_execution_time=now.replace(hour=4)))
-    assert not quiet.run_requests and "no watched schedule fires" in quiet.skip_message
+    assert not quiet.run_requests and "no running watched schedule fires" in quiet.skip_message
+
+
+def test_schedule_reads_each_schedule_in_its_time_zone_and_skips_stopped_ones():
+    forest, words = make_job("lightgbm_forest", "cassandra"), make_job("word_count", "cassandra")
+    # 03:00 in New York is 08:00 UTC in November: within the next 30 minutes of 07:45 UTC only
+    # when the cron is read in the schedule's own zone
+    nightly_ny = ScheduleDefinition(job=words, cron_schedule="0 3 * * *", execution_timezone="America/New_York",
+                                    default_status=DefaultScheduleStatus.RUNNING)
+    now = dt.datetime(2026, 11, 22, 7, 45, tzinfo=dt.timezone.utc)
+    assert upcoming_from_schedules([nightly_ny], now, dt.timedelta(minutes=30)) == {words.name: 1}
+    assert upcoming_from_schedules([nightly_ny], now.replace(hour=2), dt.timedelta(minutes=30)) == {}
+    stopped = ScheduleDefinition(job=forest, cron_schedule="*/10 * * * *")  # default_status STOPPED
+    retune = make_retune_job([forest, words])
+    schedule = make_retune_schedule(retune, [nightly_ny, stopped], cron="*/30 * * * *", window_minutes=30)
+    (request,) = schedule.evaluate_tick(build_schedule_context(scheduled_execution_time=now)).run_requests
+    assert request.run_config["ops"]["plan_workload"]["config"]["upcoming_counts"] == {words.name: 1}
+    only_stopped = make_retune_schedule(retune, [stopped], cron="*/30 * * * *", window_minutes=30)
+    skipped = only_stopped.evaluate_tick(build_schedule_context(scheduled_execution_time=now))
+    assert not skipped.run_requests and stopped.name in skipped.skip_message
+
+
+def test_lookahead_is_forecast_from_the_upcoming_runs_recent_durations(dagster_instance, cassandra_node):
+    from asgard_dagster.retune import forecast_lookahead, recent_durations
+
+    words = make_job("word_count", "cassandra")
+    for _ in range(2):
+        assert words.execute_in_process(instance=dagster_instance).success
+    durations = recent_durations(dagster_instance, words.name)
+    assert len(durations) == 2 and all(d > 0 for d in durations)
+    lookahead, forecast = forecast_lookahead(dagster_instance, {words.name: 3})
+    assert lookahead == pytest.approx(3 * sum(durations) / 2)
+    assert forecast["jobs"][words.name] == {"runs": 3, "median_s": round(sum(durations) / 2, 2), "history": 2}
+    assumed, why = forecast_lookahead(dagster_instance, {"never_ran": 2})
+    assert assumed == 1800.0 and why["source"].startswith("assumed")
 
 
 def test_retune_job_plans_recommends_and_decides(dagster_instance, cassandra_node):
@@ -70,6 +115,12 @@ def test_retune_job_plans_recommends_and_decides(dagster_instance, cassandra_nod
         "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard'").one()
     assert ("durable_writes" in outcome["in_force"]) == (ks.durable_writes is False)
     assert outcome["unreadable"] == {}
+    # the restart charged is this node's measured one when the project has restarted it, and
+    # says so; otherwise the named assumption
+    measured = cassandra_node.restart_seconds()
+    assert outcome["restart_seconds"] == (measured if measured is not None else 15.9)
+    assert outcome["restart_source"].startswith("median" if measured is not None else "assumed")
+    assert plan["lookahead_seconds"] == 3600 and plan["forecast"]["source"] == "configured"
 
 
 def test_retune_job_never_starts_a_node_that_is_down(dagster_instance):
