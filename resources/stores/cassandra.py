@@ -406,7 +406,7 @@ class CassandraObjectStore(ObjectStore):
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
 
-        deadline = time.monotonic() + max(self.connect_timeout, self.ride_through_seconds)
+        deadline = time.monotonic() + self._reconnect_window
         while True:
             try:
                 if prepare:
@@ -418,6 +418,11 @@ class CassandraObjectStore(ObjectStore):
                     time.sleep(0.2)
                     continue
                 raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
+
+    @property
+    def _reconnect_window(self) -> float:
+        """Seconds a request resends while the driver reconnects to a restarting node."""
+        return max(self.connect_timeout, self.ride_through_seconds)
 
     def _where(self) -> str:
         return ",".join(f"{h}:{self.port}" for h in self.contact_points)
@@ -499,7 +504,7 @@ class CassandraObjectStore(ObjectStore):
             elif _is_reconnecting(exc):
                 # a restarting node: resend until the driver reconnects, for the ride-through at most
                 if reconnect_deadline is None:
-                    reconnect_deadline = time.monotonic() + max(self.connect_timeout, self.ride_through_seconds)
+                    reconnect_deadline = time.monotonic() + self._reconnect_window
                 if time.monotonic() >= reconnect_deadline:
                     raise self._map_error(exc) from exc
                 time.sleep(0.2)
