@@ -79,16 +79,21 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 def _is_reconnecting(exc: BaseException) -> bool:
-    """True for a connection the driver lost and is re-establishing: the node restarted (a
-    retune does that) or dropped the socket. Every statement here is idempotent (an INSERT of
-    the same cells, a DELETE), so it is safe to send again once the driver has reconnected."""
+    """True for a connection the driver lost and is re-establishing, or a node that is stopping
+    or starting: the node restarted (a retune does that) or dropped the socket. Every statement
+    here is idempotent (an INSERT of the same cells, a DELETE), so it is safe to send again once
+    the driver has reconnected."""
     from cassandra.cluster import NoHostAvailable
     from cassandra.connection import ConnectionException
+    from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
     if isinstance(exc, ConnectionException):
         return True
+    # A draining node answers "Server is shutting down" as Overloaded (code 1001) before it closes
+    # the socket (a CI run failed on exactly that); a starting one answers IsBootstrapping.
+    transient = (ConnectionException, OSError, OverloadedErrorMessage, IsBootstrappingErrorMessage)
     return isinstance(exc, NoHostAvailable) and all(
-        isinstance(e, (ConnectionException, OSError)) for e in (exc.errors or {}).values())
+        isinstance(e, transient) for e in (exc.errors or {}).values())
 
 
 PROTOCOL_VERSION = int(os.environ.get("ASGARD_CQL_PROTOCOL", "4"))
