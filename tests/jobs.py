@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from dagster import job, multiprocess_executor, op
+from dagster import EnvVar, job, multiprocess_executor, op
 
 from asgard_dagster import CassandraIOManager
 
@@ -23,4 +23,13 @@ def consume(values: list) -> int:
 
 @job(resource_defs={"io_manager": CassandraIOManager()}, executor_def=multiprocess_executor)
 def flaky_job():
+    consume(produce())
+
+
+@job(
+    resource_defs={"io_manager": CassandraIOManager(keyspace="asgard_test",
+                                                   signing_key=EnvVar("ASGARD_TEST_SIGNING_KEY"))},
+    executor_def=multiprocess_executor,
+)
+def signed_job():
     consume(produce())
