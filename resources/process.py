@@ -137,6 +137,20 @@ class ManagedServer(abc.ABC):
         self.pid_file.unlink(missing_ok=True)
         return True
 
+    def kill(self) -> bool:
+        """SIGKILL the server now, as a crash or the OOM killer would (fault tests): nothing is
+        flushed. False if it was not running."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        try:
+            os.killpg(pid, signal.SIGKILL)
+            psutil.Process(pid).wait(30)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
     def restart(self, timeout: float | None = None) -> float:
         t0 = time.monotonic()
         self.stop()

@@ -78,3 +78,49 @@ def test_bench_io_on_the_ring_reports_each_instance(ring):
     assert spread["max_min_bytes_ratio"] is not None and spread["max_min_bytes_ratio"] >= 1.0
     cpu = [r for r in rows if r["write_mb_s"] is not None][0]
     assert cpu["server_cpu_write_s_per_gb"] > 0  # summed over the three instances
+
+
+def test_a_fan_out_run_survives_an_instance_killed_mid_run_with_rf2(ring, dagster_instance):
+    """Replication factor 2, consistency ONE: every partition keeps a live replica when one
+    instance dies (SIGKILL, nothing flushed), so the run's writes and reads go on there.
+    Last in this module: the killed instance is started again at the end."""
+    import threading
+    import time
+
+    from dagster import execute_job, reconstructable
+
+    from tests.ring_fault_job import ring_fault_job
+
+    victim = ring.nodes[1]
+    outcome = {}
+
+    def run():
+        with execute_job(reconstructable(ring_fault_job), instance=dagster_instance) as result:
+            outcome["success"] = result.success
+            outcome["total"] = result.output_for_node("gather") if result.success else None
+            outcome["failures"] = [str(e.event_specific_data.error.message)[:300]
+                                   for e in result.all_events if e.is_step_failure]
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        # kill once the fan-out has started: the first mapped step has stored its output
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                e.step_key and e.step_key.startswith("work") and e.is_step_success
+                for e in _events(dagster_instance)):
+            time.sleep(0.2)
+        assert victim.kill()
+        assert "success" not in outcome, "the run ended before the instance was killed"
+        worker.join(timeout=600)
+    finally:
+        victim.start()
+    assert outcome.get("success"), outcome
+    assert outcome["total"] == sum(2 * i * 250_000 for i in range(8))
+
+
+def _events(instance):
+    from dagster import EventRecordsFilter, DagsterEventType
+
+    records = instance.get_event_records(EventRecordsFilter(event_type=DagsterEventType.STEP_SUCCESS))
+    return [r.event_log_entry.dagster_event for r in records]
