@@ -26,6 +26,15 @@ _store_cache: dict[tuple, ObjectStore] = {}
 _store_cache_lock = threading.Lock()
 
 
+def resolved(value: Any) -> Any:
+    """The value of an ``EnvVar`` field, read now. Dagster resolves EnvVars when it builds a run's
+    resources; an IO manager or resource object used directly (the purge sensor's, the CLI's) still
+    holds the EnvVar, a ``str`` whose text is the variable's name, not its value."""
+    from dagster import EnvVar
+
+    return value.get_value() if isinstance(value, EnvVar) else value
+
+
 def key_for_output(context: OutputContext) -> ObjectKey:
     if context.has_asset_key:
         partition = context.partition_key if context.has_partition_key else None

@@ -215,17 +215,19 @@ class CassandraNode(ManagedServer):
                 "-Dcom.sun.management.jmxremote.authenticate=true",
                 f"-Dcom.sun.management.jmxremote.password.file={self.jmx_password_file}"]
 
-    def _cql_cluster(self, username: str, password: str, timeout: float = 10):
+    def cql_cluster(self, username: str | None = None, password: str | None = None, timeout: float = 10):
+        """A driver ``Cluster`` for this node alone (admin work: settings, ALTER TABLE): over TLS
+        and logged in as :data:`SUPERUSER` on a secure node, unless ``username`` is given."""
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import Cluster
 
         from ..stores.cassandra import ssl_context
 
-        tls = self.tls if self.secure else None
-        return Cluster([self.address], port=self.native_port, connect_timeout=timeout,
-                       auth_provider=PlainTextAuthProvider(username=username, password=password),
-                       ssl_context=ssl_context(str(tls.ca_cert), verify_hostname=True) if tls else None,
-                       protocol_version=4, schema_metadata_enabled=False)
+        if self.secure and username is None:
+            username, password = SUPERUSER, self.superuser_password()
+        auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
+        return Cluster([self.address], port=self.native_port, connect_timeout=timeout, auth_provider=auth,
+                       ssl_context=ssl_context(str(self.tls.ca_cert), verify_hostname=True) if self.secure else None)
 
     def _ensure_superuser(self, timeout: float = 120) -> None:
         """Give a fresh secure node its own superuser (random password, in :attr:`password_file`)
@@ -236,7 +238,7 @@ class CassandraNode(ManagedServer):
         from cassandra.cluster import NoHostAvailable
 
         def login(user: str, password: str):
-            cluster = self._cql_cluster(user, password)
+            cluster = self.cql_cluster(user, password)
             try:
                 return cluster.connect()
             except BaseException:
@@ -404,12 +406,7 @@ class CassandraNode(ManagedServer):
 
     def settings(self, names: list[str] | None = None) -> dict[str, str]:
         """Effective settings from ``system_views.settings`` (all, or just ``names``)."""
-        from cassandra.cluster import Cluster
-
-        if self.secure:
-            cluster = self._cql_cluster(SUPERUSER, self.superuser_password())
-        else:
-            cluster = Cluster([self.address], port=self.native_port, connect_timeout=10)
+        cluster = self.cql_cluster()
         try:
             session = cluster.connect()
             rows = session.execute("SELECT name, value FROM system_views.settings")
