@@ -15,11 +15,11 @@ from typing import Any
 
 import yaml
 
-from ..paths import run_dir
+from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
 from .install import CASSANDRA_VERSION, install
-from .tls import NodeTLS, ensure_node_certificate, write_private
+from .tls import NodeTLS, ensure_node_certificate
 
 # From Cassandra's conf/jvm17-server.options (JPMS section): what Cassandra needs on Java 17.
 JVM17_FLAGS = [

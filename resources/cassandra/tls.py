@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..paths import write_private
 
 CA_DAYS = 3650
 NODE_DAYS = 825  # the longest validity clients such as browsers and macOS accept for a leaf
@@ -54,21 +55,6 @@ class NodeTLS:
     @property
     def keystore(self) -> Path:
         return self.directory / "node-keystore.pem"
-
-
-def write_private(path: Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` readable and writable by the owner only (0600), created with
-    that mode so it is never readable by others, not even for a moment."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(raw)
-    os.chmod(tmp, 0o600)  # against a umask that removed bits; never adds any
-    tmp.replace(path)
-    return path
 
 
 def _key():
