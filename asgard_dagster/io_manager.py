@@ -76,7 +76,9 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
 
     # --- store, cached per process and configuration ---------------------------------------
     def store(self) -> ObjectStore:
-        config = tuple(sorted((k, repr(v)) for k, v in self._convert_to_config_dictionary().items()))
+        # values, not the config dictionary: there an EnvVar is its name, and a changed password
+        # (or CA) must not get the store opened with the old one
+        config = tuple(sorted((k, repr(resolved(getattr(self, k)))) for k in type(self).model_fields))
         key = (type(self).__name__, config)
         with _store_cache_lock:
             store = _store_cache.get(key)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from dagster import job, multiprocess_executor, op
+from dagster import EnvVar, job, multiprocess_executor, op
 
 from asgard_dagster import CassandraIOManager
 
@@ -24,3 +24,23 @@ def consume(values: list) -> int:
 @job(resource_defs={"io_manager": CassandraIOManager()}, executor_def=multiprocess_executor)
 def flaky_job():
     consume(produce())
+
+
+# a secure node (tests/test_cassandra_tls.py): address, CA and login all from the environment
+@op
+def produce_secret_array() -> list:
+    return [float(i) for i in range(50_000)]  # ~1 MiB pickled: more than one chunk request
+
+
+@op
+def total_secret_array(values: list) -> float:
+    return sum(values)
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(
+    contact_points=["127.0.0.8"], keyspace="asgard_tls",
+    ssl_ca_file=EnvVar("ASGARD_TEST_CASSANDRA_CA"),
+    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"), password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))},
+    executor_def=multiprocess_executor)
+def secure_job():
+    total_secret_array(produce_secret_array())
