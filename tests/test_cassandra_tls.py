@@ -158,6 +158,28 @@ def test_server_config_and_jmx_login(secure_node):
     assert CassandraNode(index=8, workdir=secure_node.workdir).secure
 
 
+def test_retune_job_reads_the_secure_node_through_the_io_managers_connection(env_credentials, dagster_instance,
+                                                                            monkeypatch, tmp_path):
+    from asgard_dagster.retune import make_retune_job
+    from pipelines.jobs import make_job
+
+    # the job finds node 8 by its directory under ASGARD_HOME: point a scratch home at the fixture's
+    home = tmp_path / "home"
+    (home / "run" / "cassandra").mkdir(parents=True)
+    (home / "run" / "cassandra" / "node8").symlink_to(env_credentials.workdir)
+    monkeypatch.setenv("ASGARD_HOME", str(home))
+    forest = make_job("lightgbm_forest", "cassandra")
+    retune = make_retune_job([forest], connection=_io_manager().connection())  # TLS and EnvVar login
+    config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": [forest.name], "apply": False, "node_index": 8,
+                                                    "keyspace": KEYSPACE, "evaluations": 100,
+                                                    "lookahead_seconds": 600}}}}
+    result = retune.execute_in_process(run_config=config, instance=dagster_instance)
+    assert result.success
+    outcome = result.output_for_node("reconfigure")
+    assert outcome["in_force"] is not None and outcome["applied"] is None  # read back over TLS, dry run
+    assert "durable_writes" in outcome["in_force"]  # the keyspace the store made, read from the node
+
+
 # --- no credentials in the code --------------------------------------------------------------
 CREDENTIAL_PATTERNS = [
     # password = "...", "password": "...", PASSWORD = '...' (a non-empty literal)
