@@ -227,6 +227,26 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
         print_table(rows)
 
 
+@bench.command("load")
+@click.option("--backend", default="cassandra", show_default=True, type=click.Choice(["cassandra", "redis", "s3", "local"]))
+@click.option("--processes", default=16, show_default=True, help="Parallel writer/reader processes (step processes).")
+@click.option("--objects", default=1000, show_default=True, help="Outputs each process writes (mixed sizes, 1 KiB-2 MiB).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_load(backend, processes, objects, as_json):
+    """Parallel processes write and read back mixed-size outputs through the IO manager's store:
+    p50/p99 latency per operation and size, and every object verified (lost, corrupted, failed).
+    Exits 1 if anything was lost, corrupted or failed."""
+    from .bench.load import print_report, run_load_bench
+
+    report = run_load_bench(backend=backend, processes=processes, objects=objects)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    if report["lost"] or report["corrupted"] or report["failed"]:
+        raise SystemExit(1)
+
+
 @bench.command("startup")
 @click.option("--repeat", default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True)

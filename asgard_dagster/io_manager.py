@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 from pydantic import Field
@@ -69,6 +69,11 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     )
     chunk_size_bytes: int = Field(default=0, description="Bytes per chunk; 0 uses the backend's default.")
     concurrency: int = Field(default=8, description="Chunk requests in flight per output (backpressure window).")
+    signing_key: Optional[str] = Field(
+        default=None,
+        description="Secret for HMAC-SHA256 signatures, given as EnvVar('...'): every output is signed, and an "
+        "input is verified before it is unpickled; unsigned or altered objects are refused (TamperedObjectError).",
+    )
 
     @abc.abstractmethod
     def open_store(self, **store_kwargs) -> ObjectStore:
@@ -89,6 +94,8 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
                 )
                 if self.chunk_size_bytes:
                     kwargs["chunk_size"] = self.chunk_size_bytes
+                if self.signing_key is not None:
+                    kwargs["signing_key"] = resolved(self.signing_key)
                 store = _store_cache[key] = self.open_store(**kwargs)
         return store
 

@@ -18,6 +18,7 @@ The last configuration applied is also recorded in ``$ASGARD_HOME/run/cassandra/
 import json
 import statistics
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 import yaml
@@ -100,7 +101,6 @@ class RetuneConfig(Config):
         "0 skips the probes and the rollback.")
     method: str = Field(default="nsga2", description="Search: nsga2 (genetic), tpe or exhaustive.")
     evaluations: int = Field(default=1000, description="Surrogate evaluations the search may spend.")
-    model_path: str = Field(default="", description="Fitted surrogate; empty uses the one shipped in tuner/data.")
     apply: bool = Field(default=True, description="False only reports the decision (dry run).")
     node_index: int = Field(default=1, description="Local Cassandra instance to reconfigure (127.0.0.N).")
     keyspace: str = Field(default="asgard", description="Keyspace of the objects table whose options are tuned.")
@@ -110,12 +110,17 @@ class RetuneConfig(Config):
 CONNECTION_KEY = "asgard_cassandra"
 
 
-def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", connection=None):
+def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", connection=None,
+                    model_path: str | Path | None = None):
     """A job that retunes the local Cassandra for the upcoming runs of ``jobs``.
 
     ``connection`` (a :class:`~asgard_dagster.CassandraResource`) gives the login and TLS settings
     the job reaches the node with (``asgard_definitions`` passes the IO manager's); its address is
     the node's. Without one, a secure local node is reached with its own CA and superuser.
+
+    ``model_path`` is the fitted surrogate (default: the one in the tuner's data directory). It
+    is fixed where the job is defined, never taken from run config: a model is a pickle, and
+    whoever can launch a run must not choose what the job unpickles.
 
     Example::
 
@@ -125,6 +130,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     from .cassandra.resources import CassandraResource
 
     by_name = {j.name: j for j in jobs}
+    model_file = Path(model_path) if model_path else None  # None: tuner.dataset.DEFAULT_MODEL
 
     @op(out=Out(dict))
     def plan_workload(context, config: RetuneConfig) -> Output:
@@ -167,7 +173,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         from tuner.workload import Workload
 
         config = RetuneConfig(**plan["config"])
-        model = Surrogate.load(config.model_path or DEFAULT_MODEL)
+        model = Surrogate.load(model_file or DEFAULT_MODEL)
         workload = Workload(**plan["workload"])
         from tuner.knobs import CLIENT, KNOBS
 
@@ -195,7 +201,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         from tuner.readback import read_configuration
 
         config = RetuneConfig(**recommendation["config"])
-        model = Surrogate.load(config.model_path or DEFAULT_MODEL)
+        model = Surrogate.load(model_file or DEFAULT_MODEL)
         node = CassandraNode(index=config.node_index)
 
         def finish(outcome: dict, **metadata) -> dict:

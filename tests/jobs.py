@@ -44,3 +44,12 @@ def total_secret_array(values: list) -> float:
     executor_def=multiprocess_executor)
 def secure_job():
     total_secret_array(produce_secret_array())
+
+
+@job(
+    resource_defs={"io_manager": CassandraIOManager(keyspace="asgard_test",
+                                                   signing_key=EnvVar("ASGARD_TEST_SIGNING_KEY"))},
+    executor_def=multiprocess_executor,
+)
+def signed_job():
+    consume(produce())

@@ -52,3 +52,33 @@ def test_wrong_password_is_a_clear_unreachable_error(auth_node):
                               password="wrong").get_store()
     with pytest.raises(StoreUnavailableError, match=r"127.0.0.7:9042.*(Authentication|credentials|Bad)"):
         store.put(ObjectKey.for_run("r", "s", "o"), 1)
+
+
+def test_purge_sensor_resolves_envvar_credentials(auth_node, monkeypatch, dagster_instance):
+    from dagster import build_run_status_sensor_context
+
+    from asgard_dagster import make_purge_on_success_sensor
+
+    monkeypatch.setenv("ASGARD_TEST_CASSANDRA_USER", "cassandra")
+    monkeypatch.setenv("ASGARD_TEST_CASSANDRA_PASSWORD", "cassandra")
+    io_manager = CassandraIOManager(contact_points=["127.0.0.7"], keyspace="asgard_auth",
+                                    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"),
+                                    password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))
+
+    @op
+    def kept_output() -> list:
+        return [1, 2, 3]
+
+    @job(resource_defs={"io_manager": io_manager})
+    def purged_by_sensor():
+        kept_output()
+
+    result = purged_by_sensor.execute_in_process(instance=dagster_instance)
+    store = CassandraResource(contact_points=["127.0.0.7"], keyspace="asgard_auth", username="cassandra",
+                              password="cassandra").get_store()
+    assert store.list_paths(f"run/{result.run_id}") == ["kept_output/result"]
+    sensor = make_purge_on_success_sensor(io_manager)
+    sensor(build_run_status_sensor_context(
+        sensor_name=sensor.name, dagster_instance=dagster_instance, dagster_run=result.dagster_run,
+        dagster_event=result.get_run_success_event()))
+    assert store.list_paths(f"run/{result.run_id}") == []

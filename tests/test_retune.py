@@ -137,3 +137,14 @@ def test_retune_job_never_starts_a_node_that_is_down(dagster_instance):
     outcome = result.output_for_node("reconfigure")
     assert outcome["applied"] is None and "127.0.0.9 is not running" in outcome["decision"]["reason"]
     assert not down.is_running()
+
+
+def test_run_config_cannot_choose_the_model_the_job_unpickles():
+    from dagster import DagsterInvalidConfigError
+
+    from asgard_dagster.retune import RetuneConfig
+
+    assert "model_path" not in RetuneConfig.model_fields
+    retune = make_retune_job([make_job("word_count", "cassandra")])
+    with pytest.raises(DagsterInvalidConfigError, match="model_path"):
+        retune.execute_in_process(run_config={"ops": {"plan_workload": {"config": {"model_path": "/tmp/evil.pkl"}}}})

@@ -93,10 +93,10 @@ class AsgardLoop:
         from asgard_dagster.sensors import make_upcoming_runs_sensor
 
         self.instance, self.jobs = instance, jobs
-        self.retune = make_retune_job(list(jobs.values()))
+        self.retune = make_retune_job(list(jobs.values()), model_path=model_path)
         self.sensor = make_upcoming_runs_sensor(self.retune, list(jobs.values()))
         self.cursor: str | None = None
-        self.restart_seconds, self.lookahead_s, self.model_path = restart_seconds, lookahead_s, model_path
+        self.restart_seconds, self.lookahead_s = restart_seconds, lookahead_s
 
     def before_burst(self, app: str, runs: int) -> dict[str, Any]:
         """Queue the burst's runs, tick the sensor, run the retune job if it asks; the record."""
@@ -121,7 +121,7 @@ class AsgardLoop:
         run_config = request.run_config
         plan_cfg = run_config["ops"]["plan_workload"]["config"]
         plan_cfg.update(lookahead_seconds=self.lookahead_s[app], restart_seconds=self.restart_seconds,
-                        node_index=1, keyspace="asgard", model_path=self.model_path or "")
+                        node_index=1, keyspace="asgard")
         t0 = time.perf_counter()
         result = self.retune.execute_in_process(run_config=run_config, instance=self.instance, tags=request.tags)
         outcome = result.output_for_node("reconfigure")

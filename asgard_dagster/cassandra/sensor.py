@@ -20,10 +20,13 @@ def make_purge_on_success_sensor(io_manager: StoreIOManager, name: str = "asgard
     @run_status_sensor(run_status=DagsterRunStatus.SUCCESS, name=name, monitor_all_code_locations=False, **kwargs)
     def purge_succeeded_run(context: RunStatusSensorContext):
         run = context.dagster_run
+        # resolved at each tick, as a run resolves it: an EnvVar field (credentials, signing key)
+        # must reach the driver as its value, not as the variable's name
+        resolved = io_manager.process_config_and_initialize()
         purged = []
         for run_id in dict.fromkeys([run.run_id, run.parent_run_id, run.root_run_id]):
             if run_id:
-                io_manager.purge_run(run_id)
+                resolved.purge_run(run_id)
                 purged.append(run_id)
         context.log.info(f"purged stored outputs of runs {purged}")
         if not purged:

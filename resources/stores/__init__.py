@@ -6,6 +6,7 @@ Cassandra driver loaded, and so on.
 from .base import GetResult, Manifest, ObjectKey, ObjectStore, PutResult
 from .errors import (
     ChecksumMismatchError,
+    CorruptChunkError,
     CorruptManifestError,
     ObjectMissingError,
     ObjectTooLargeError,
@@ -14,10 +15,11 @@ from .errors import (
     StoreConfigError,
     StoreError,
     StoreUnavailableError,
+    TamperedObjectError,
 )
 
 __all__ = [
     "ObjectKey", "ObjectStore", "Manifest", "PutResult", "GetResult", "StoreError", "StoreConfigError",
     "StoreUnavailableError", "ObjectMissingError", "ChecksumMismatchError", "ObjectTooLargeError",
-    "SerializationError", "CorruptManifestError", "SchemaLayoutError",
+    "SerializationError", "CorruptManifestError", "SchemaLayoutError", "CorruptChunkError", "TamperedObjectError",
 ]

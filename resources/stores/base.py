@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from .errors import (
-    ChecksumMismatchError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreConfigError,
+    ChecksumMismatchError, CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError,
+    StoreConfigError,
 )
 from .serde import Codec, Serializer, get_codec, get_serializer
+from .signing import PayloadSigner
 
 MiB = 1024 * 1024
 
@@ -74,6 +76,9 @@ class Manifest:
     python_type: str = ""
     created_at: float = field(default_factory=time.time)
     inline: bool = False  # the one chunk is stored in the manifest's own record
+    chunk_macs: list[str] | None = None  # HMAC-SHA256 of each chunk as stored (signed stores)
+    signer: str | None = None  # id of the signing key
+    signature: str | None = None  # HMAC-SHA256 over the object's key and this manifest
 
     @property
     def chunks(self) -> int:
@@ -92,9 +97,44 @@ class Manifest:
     def from_bytes(cls, data: bytes, where: str = "") -> "Manifest":
         try:
             fields = json.loads(bytes(data))
-            return cls(**fields)
-        except (ValueError, TypeError) as exc:
+            manifest = cls(**fields)
+        except (ValueError, TypeError, RecursionError) as exc:
             raise CorruptManifestError(where or "an object", f"{type(exc).__name__}: {exc}") from exc
+        problem = manifest._problem()
+        if problem:
+            raise CorruptManifestError(where or "an object", problem)
+        return manifest
+
+    def _problem(self) -> str | None:
+        """What makes this manifest unusable, or ``None``: every field is checked before a
+        reader trusts it to size buffers, split frames or pick a codec."""
+        def count(v):
+            return type(v) is int and v >= 0
+
+        def counts(v):
+            return type(v) is list and all(count(x) for x in v)
+
+        if not (isinstance(self.version, str) and self.version):
+            return "its version is not a non-empty string"
+        if not (count(self.size) and count(self.stored_bytes) and count(self.chunk_size) and self.chunk_size):
+            return "its sizes are not non-negative integers"
+        if not (counts(self.chunk_sizes) and counts(self.chunk_crcs) and counts(self.frames)):
+            return "its chunk sizes, checksums or frame lengths are not lists of non-negative integers"
+        if len(self.chunk_crcs) != len(self.chunk_sizes) or sum(self.chunk_sizes) != self.size \
+                or sum(self.frames) != self.size \
+                or (not self.inline and any(n > self.chunk_size for n in self.chunk_sizes)):
+            return "its chunk sizes, checksums and frame lengths do not add up to its size"
+        if not all(isinstance(v, str) for v in (self.serializer, self.codec, self.python_type)):
+            return "its serializer, codec or type is not a string"
+        if type(self.created_at) not in (int, float) or type(self.inline) is not bool:
+            return "its creation time or inline flag has the wrong type"
+        if self.inline and len(self.chunk_sizes) != 1:
+            return "it says it is inline but lists other than one chunk"
+        if not (self.chunk_macs is None or (type(self.chunk_macs) is list and all(isinstance(m, str) for m in self.chunk_macs))):
+            return "its chunk MACs are not a list of strings"
+        if not all(v is None or isinstance(v, str) for v in (self.signer, self.signature)):
+            return "its signer or signature is not a string"
+        return None
 
 
 HEAD_MAGIC = b"AGH1"
@@ -185,6 +225,8 @@ class ObjectStore(abc.ABC):
         concurrency: chunks in flight at once, per object.
         inline_bytes: serialized size up to which an object is stored inside its manifest record
             (one write, one read); ``None`` means one chunk (``chunk_size``), 0 never.
+        signing_key: secret for HMAC-SHA256 signatures (:mod:`.signing`): every put is signed, and
+            a get verifies before it unpickles and refuses unsigned objects. ``None``: unsigned.
     """
 
     backend: str = "abstract"
@@ -203,6 +245,7 @@ class ObjectStore(abc.ABC):
         ttl_seconds: int = 7 * 24 * 3600,
         concurrency: int = 8,
         inline_bytes: int | None = None,
+        signing_key: str | bytes | None = None,
     ):
         self._check_client_options(chunk_size, concurrency)
         if ttl_seconds < 0:
@@ -218,6 +261,7 @@ class ObjectStore(abc.ABC):
         self.ttl_seconds = ttl_seconds
         self.concurrency = concurrency
         self.inline_bytes = inline_bytes
+        self.signer: PayloadSigner | None = PayloadSigner(signing_key) if signing_key is not None else None
 
     def _check_client_options(self, chunk_size: int, concurrency: int) -> None:
         if not 1024 <= chunk_size <= self.max_chunk_size:
@@ -288,6 +332,7 @@ class ObjectStore(abc.ABC):
         version = new_version()
         chunk_sizes: list[int] = []
         chunk_crcs: list[int] = []
+        chunk_macs: list[str] | None = [] if self.signer else None
         stored = 0
 
         def encoded() -> Iterator[tuple[int, Any]]:
@@ -296,6 +341,8 @@ class ObjectStore(abc.ABC):
                 data = self.codec.compress(chunk)
                 chunk_sizes.append(chunk.nbytes)
                 chunk_crcs.append(zlib.crc32(data))
+                if chunk_macs is not None:
+                    chunk_macs.append(self.signer.chunk_mac(data))
                 stored += memoryview(data).nbytes
                 yield i, data
 
@@ -306,6 +353,8 @@ class ObjectStore(abc.ABC):
             inline = self.codec.compress(memoryview(joined).cast("B"))
             chunk_sizes.append(size)
             chunk_crcs.append(zlib.crc32(inline))
+            if chunk_macs is not None:
+                chunk_macs.append(self.signer.chunk_mac(inline))
             stored = memoryview(inline).nbytes
         else:
             self._write_chunks(key, version, encoded(), -(-size // self.chunk_size))
@@ -321,7 +370,10 @@ class ObjectStore(abc.ABC):
             codec=self.codec.name,
             python_type=f"{type(obj).__module__}.{type(obj).__qualname__}",
             inline=inline is not None,
+            chunk_macs=chunk_macs,
         )
+        if self.signer:
+            self.signer.sign(manifest, key)
         self._write_manifest(key, manifest, inline)
         return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0)
 
@@ -330,6 +382,8 @@ class ObjectStore(abc.ABC):
         if head is None:
             return None
         manifest = Manifest.from_bytes(head[0], self.uri(key))
+        if self.signer:
+            self.signer.verify_manifest(manifest, key, self.uri(key))
         if self.expires_on_read and self.ttl_seconds and time.time() - manifest.created_at > self.ttl_seconds:
             return None
         if manifest.inline and head[1] is None and manifest.size:
@@ -379,7 +433,17 @@ class ObjectStore(abc.ABC):
         crc = zlib.crc32(data)
         if crc != manifest.chunk_crcs[index]:
             raise ChecksumMismatchError(self.uri(key), index, manifest.chunk_crcs[index], crc)
-        return self._codec_of(manifest).decompress(data, manifest.chunk_sizes[index])
+        if self.signer:
+            self.signer.verify_chunk(manifest, index, data, self.uri(key))
+        codec = self._codec_of(manifest)
+        try:
+            raw = codec.decompress(data, manifest.chunk_sizes[index])
+        except Exception as exc:  # each codec library raises its own type on bad input
+            raise CorruptChunkError(self.uri(key), index, f"{codec.name} cannot decode it: {exc}") from exc
+        if memoryview(raw).nbytes != manifest.chunk_sizes[index]:
+            raise CorruptChunkError(self.uri(key), index, f"{memoryview(raw).nbytes} bytes decoded, the "
+                                    f"manifest says {manifest.chunk_sizes[index]}")
+        return raw
 
     def _assemble(self, key: ObjectKey, manifest: Manifest) -> bytearray:
         if sum(manifest.chunk_sizes) != manifest.size or len(manifest.chunk_crcs) != manifest.chunks:

@@ -32,15 +32,22 @@ class ObjectMissingError(StoreError, KeyError):
         return self.args[0]
 
 
-class ChecksumMismatchError(StoreError):
+class CorruptChunkError(StoreError):
+    """A stored chunk cannot be decoded: damaged in storage or in transit."""
+
+    def __init__(self, uri: str, chunk: int, detail: str):
+        self.uri, self.chunk = uri, chunk
+        super().__init__(
+            f"Chunk {chunk} of {uri} is corrupt ({detail}). The stored copy cannot be trusted: "
+            "re-execute the step that produced it."
+        )
+
+
+class ChecksumMismatchError(CorruptChunkError):
     """A stored chunk does not match the checksum its manifest recorded."""
 
     def __init__(self, uri: str, chunk: int, expected: int, actual: int):
-        self.uri, self.chunk = uri, chunk
-        super().__init__(
-            f"Chunk {chunk} of {uri} is corrupt (crc32 {actual:08x}, manifest says {expected:08x}). "
-            "The stored copy cannot be trusted: re-execute the step that produced it."
-        )
+        super().__init__(uri, chunk, f"crc32 {actual:08x}, manifest says {expected:08x}")
 
 
 class ObjectTooLargeError(StoreError, ValueError):
@@ -71,3 +78,16 @@ class CorruptManifestError(StoreError):
 
 class SchemaLayoutError(StoreConfigError):
     """A table exists with a layout this version does not use (made by an earlier version)."""
+
+
+class TamperedObjectError(StoreError):
+    """With a signing key set: an object's signature or a chunk's MAC does not verify, or the
+    object is unsigned. Raised before anything of it is unpickled."""
+
+    def __init__(self, uri: str, key_id: str, detail: str):
+        self.uri, self.key_id = uri, key_id
+        super().__init__(
+            f"Refusing to load {uri}: {detail}; this store verifies with signing key id {key_id}. It was "
+            "changed after it was written, or written without this key: re-execute the step that produced "
+            "it with the same signing_key, and check who else can write to the store."
+        )

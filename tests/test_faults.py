@@ -1,0 +1,121 @@
+"""Faults survived against the real node: writers killed mid-put, and a fresh deployment's
+first parallel puts racing to create the schema."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from resources.stores import ObjectKey, ObjectMissingError
+from resources.stores.cassandra import CassandraObjectStore
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ELEMENTS = 2 * 1024 * 1024  # int32: 8 MiB, 32 chunks of 256 KiB
+
+WRITER = r"""
+import sys, numpy as np
+from resources.stores import ObjectKey
+from resources.stores.cassandra import CassandraObjectStore
+keyspace, value = sys.argv[1], int(sys.argv[2])
+store = CassandraObjectStore(keyspace=keyspace, chunk_size=256 * 1024, ttl_seconds=3600, concurrency=4)
+store.ping()
+data = np.full(%d, value, dtype=np.int32)
+print("ready", flush=True)
+store.put(ObjectKey.for_run("killed", "writer", "result"), data)
+print("done", flush=True)
+""" % ELEMENTS
+
+
+def _spawn(script: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _drop(keyspace: str) -> None:
+    store = CassandraObjectStore(keyspace=keyspace)
+    store.session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+
+
+def test_writers_killed_at_50_random_points_never_leave_a_torn_object(cassandra_node):
+    keyspace = f"asgard_kill_{uuid.uuid4().hex[:8]}"
+    reader = CassandraObjectStore(keyspace=keyspace)
+    key = ObjectKey.for_run("killed", "writer", "result")
+    rng = random.Random(1234)
+    try:
+        # how long a whole put takes here (the second: the first also creates the schema), so
+        # the kills spread over its length
+        for _ in range(2):
+            probe = _spawn(WRITER, keyspace, "0")
+            assert probe.stdout.readline().strip() == "ready"
+            t0 = time.perf_counter()
+            assert probe.stdout.readline().strip() == "done", probe.stderr.read()
+            put_seconds = time.perf_counter() - t0
+            probe.wait(timeout=60)
+        committed, killed_mid_put, torn = 0, 0, []
+        for value in range(1, 51):
+            writer = _spawn(WRITER, keyspace, str(value))
+            assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
+            time.sleep(rng.uniform(0, put_seconds))
+            writer.send_signal(signal.SIGKILL)
+            out, _ = writer.communicate(timeout=60)
+            finished = "done" in out
+            stored, _ = reader.get(key)
+            assert stored.shape == (ELEMENTS,)
+            seen = set(np.unique(stored).tolist())
+            if len(seen) != 1 or seen.pop() not in (committed, value):
+                torn.append(value)
+                continue
+            if finished:
+                assert stored[0] == value  # a put that returned is what readers see
+            killed_mid_put += stored[0] != value
+            committed = int(stored[0])
+        assert torn == []
+        assert killed_mid_put >= 15, f"{killed_mid_put} of 50 kills landed inside a put ({put_seconds:.3f} s)"
+
+        # what the killed puts left behind (their chunks, index rows) expires with the TTL
+        rows = list(reader.session.execute(
+            f"SELECT version, TTL(data) AS data_ttl, TTL(manifest) AS head_ttl FROM {reader.qualified_table}"))
+        versions = {r.version for r in rows if r.version}
+        assert len(versions) > 1 and all(
+            (r.data_ttl or r.head_ttl) and 0 < (r.data_ttl or r.head_ttl) <= 3600 for r in rows)
+        index = list(reader.session.execute(
+            f"SELECT TTL(groups) AS ttl FROM {reader.qualified_index} WHERE scope = 'run/killed'"))
+        assert index and all(r.ttl and r.ttl <= 3600 for r in index)
+    finally:
+        _drop(keyspace)
+
+
+FIRST_PUT = r"""
+import sys
+from resources.stores import ObjectKey
+from resources.stores.cassandra import CassandraObjectStore
+keyspace, i = sys.argv[1], sys.argv[2]
+store = CassandraObjectStore(keyspace=keyspace)
+key = ObjectKey.for_run("first-use", "step", i)
+store.put(key, {"writer": int(i)})
+assert store.get(key)[0] == {"writer": int(i)}
+"""
+
+
+@pytest.mark.parametrize("attempt", range(4))
+def test_16_first_puts_at_once_into_a_keyspace_that_does_not_exist(cassandra_node, attempt):
+    keyspace = f"asgard_first_{uuid.uuid4().hex[:8]}"
+    try:
+        writers = [_spawn(FIRST_PUT, keyspace, str(i)) for i in range(16)]
+        failures = []
+        for i, w in enumerate(writers):
+            _, err = w.communicate(timeout=180)
+            if w.returncode != 0:
+                failures.append((i, err.strip().splitlines()[-1:]))
+        assert failures == []
+        store = CassandraObjectStore(keyspace=keyspace)
+        assert sorted(store.list_paths("run/first-use")) == sorted(f"step/{i}" for i in range(16))
+    finally:
+        _drop(keyspace)
