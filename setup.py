@@ -11,6 +11,7 @@ CORE = [
     "boto3>=1.34",
     "redis[hiredis]>=5.0",
     "psutil>=5.9",
+    "cryptography>=42",  # the local CA and node certificates of `asgard cassandra up --secure`
     "numpy>=1.26",
     "pandas>=2.1",
     "PyYAML>=6.0",

@@ -58,15 +58,34 @@ def _cluster(nodes: int | None):
 @cassandra.command("up")
 @click.option("--nodes", type=int, default=None, help="Instances on 127.0.0.1..N (default: as before, or 1).")
 @click.option("--set", "sets", multiple=True, help="cassandra.yaml override knob=value, kept for later starts.")
-def cassandra_up(nodes, sets):
+@click.option("--secure", is_flag=True,
+              help="TLS-only CQL with a local CA, a generated superuser (password in a 0600 file) instead of "
+              "cassandra/cassandra, and JMX authentication. Kept for later starts. One node only.")
+def cassandra_up(nodes, sets, secure):
     """Install (first use), start and wait until CQL answers. Idempotent."""
     cluster = _cluster(nodes)
+    if secure:
+        if len(cluster.nodes) > 1:
+            # each node would get its own CA and superuser, and internode traffic stays plain
+            raise click.UsageError("--secure sets up one node; run `asgard cassandra down` and "
+                                   "`asgard cassandra up --nodes 1 --secure`")
+        cluster.nodes[0].secure = True
     if sets:
         for node in cluster.nodes:
             node.set_overrides(_parse_sets(sets))
     for name, seconds in cluster.start().items():
         click.echo(f"{name} ready in {seconds:.1f}s")
     _print_status(cluster.status(), False)
+    from resources.cassandra.node import SUPERUSER
+
+    for node in cluster.nodes:
+        if node.secure:
+            click.echo(f"{node.name} is secure: TLS with CA {node.tls.ca_cert}; superuser {SUPERUSER}, "
+                       f"password in {node.password_file} (mode 0600). For the IO manager:\n"
+                       f"  export CASSANDRA_USER={SUPERUSER}\n"
+                       f"  export CASSANDRA_PASSWORD=\"$(cat {node.password_file})\"\n"
+                       f"  CassandraIOManager(contact_points=[\"{node.address}\"], ssl_ca_file=\"{node.tls.ca_cert}\", "
+                       "username=EnvVar(\"CASSANDRA_USER\"), password=EnvVar(\"CASSANDRA_PASSWORD\"))")
 
 
 @cassandra.command("down")

@@ -40,7 +40,9 @@ def asgard_definitions(
         from .retune import make_retune_job
         from .sensors import make_retune_schedule, make_upcoming_runs_sensor
 
-        retune_job = make_retune_job(jobs)
+        # the job reaches the node with the IO manager's login and TLS settings
+        connection = io_manager.connection() if isinstance(io_manager, CassandraIOManager) else None
+        retune_job = make_retune_job(jobs, connection=connection)
         all_jobs.append(retune_job)
         all_sensors.append(make_upcoming_runs_sensor(retune_job, jobs))
         all_schedules.append(make_retune_schedule(retune_job, schedules, cron=retune_cron))

@@ -26,6 +26,15 @@ _store_cache: dict[tuple, ObjectStore] = {}
 _store_cache_lock = threading.Lock()
 
 
+def resolved(value: Any) -> Any:
+    """The value of an ``EnvVar`` field, read now. Dagster resolves EnvVars when it builds a run's
+    resources; an IO manager or resource object used directly (the purge sensor's, the CLI's) still
+    holds the EnvVar, a ``str`` whose text is the variable's name, not its value."""
+    from dagster import EnvVar
+
+    return value.get_value() if isinstance(value, EnvVar) else value
+
+
 def key_for_output(context: OutputContext) -> ObjectKey:
     if context.has_asset_key:
         partition = context.partition_key if context.has_partition_key else None
@@ -72,7 +81,9 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
 
     # --- store, cached per process and configuration ---------------------------------------
     def store(self) -> ObjectStore:
-        config = tuple(sorted((k, repr(v)) for k, v in self._convert_to_config_dictionary().items()))
+        # values, not the config dictionary: there an EnvVar is its name, and a changed password
+        # (or CA) must not get the store opened with the old one
+        config = tuple(sorted((k, repr(resolved(getattr(self, k)))) for k in type(self).model_fields))
         key = (type(self).__name__, config)
         with _store_cache_lock:
             store = _store_cache.get(key)
@@ -84,7 +95,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
                 if self.chunk_size_bytes:
                     kwargs["chunk_size"] = self.chunk_size_bytes
                 if self.signing_key is not None:
-                    kwargs["signing_key"] = self.signing_key
+                    kwargs["signing_key"] = resolved(self.signing_key)
                 store = _store_cache[key] = self.open_store(**kwargs)
         return store
 

@@ -106,8 +106,17 @@ class RetuneConfig(Config):
     keyspace: str = Field(default="asgard", description="Keyspace of the objects table whose options are tuned.")
 
 
-def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", model_path: str | Path | None = None):
+# the retune job's connection to the node, bound on the job (its fields: credentials, TLS)
+CONNECTION_KEY = "asgard_cassandra"
+
+
+def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", connection=None,
+                    model_path: str | Path | None = None):
     """A job that retunes the local Cassandra for the upcoming runs of ``jobs``.
+
+    ``connection`` (a :class:`~asgard_dagster.CassandraResource`) gives the login and TLS settings
+    the job reaches the node with (``asgard_definitions`` passes the IO manager's); its address is
+    the node's. Without one, a secure local node is reached with its own CA and superuser.
 
     ``model_path`` is the fitted surrogate (default: the one in the tuner's data directory). It
     is fixed where the job is defined, never taken from run config: a model is a pickle, and
@@ -115,9 +124,11 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", model
 
     Example::
 
-        retune = make_retune_job([video_job, forest_job])
+        retune = make_retune_job([video_job, forest_job], connection=io_manager.connection())
         defs = asgard_definitions(jobs=[video_job, forest_job], retune_job=retune)
     """
+    from .cassandra.resources import CassandraResource
+
     by_name = {j.name: j for j in jobs}
     model_file = Path(model_path) if model_path else None  # None: tuner.dataset.DEFAULT_MODEL
 
@@ -179,7 +190,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", model
         )
 
     @op
-    def reconfigure(context, recommendation: dict) -> dict:
+    def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
         from resources.cassandra import CassandraNode
         from resources.stores.cassandra import CassandraObjectStore
         from tuner.costbenefit import decide, needs_restart
@@ -203,7 +214,11 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", model
             reason = f"Cassandra at {node.address} is not running: nothing read, nothing applied"
             context.log.warning(reason)
             return finish({"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None})
-        store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=config.keyspace)
+        if asgard_cassandra.ssl_ca_file or asgard_cassandra.username or not node.secure:
+            store = asgard_cassandra.get_store(contact_points=[node.address], port=node.native_port,
+                                               keyspace=config.keyspace)
+        else:  # no login configured for a secure local node: the job manages it, with its own CA and superuser
+            store = CassandraObjectStore(**node.client_options(), keyspace=config.keyspace)
         store.ensure_schema()
         # the configuration in force, read back from the node, not from a record of what was applied
         current, unreadable = read_configuration(store.session, config.keyspace)
@@ -266,6 +281,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", model
         return finish(outcome, **metadata)
 
     @job(name=name, tags={"dagster/priority": RETUNE_PRIORITY},
+         resource_defs={CONNECTION_KEY: connection if connection is not None else CassandraResource()},
          description="Retune the local Cassandra for the upcoming runs (topology -> surrogate -> cost-benefit).")
     def retune():
         reconfigure(recommend_configuration(plan_workload()))

@@ -26,6 +26,26 @@ def flaky_job():
     consume(produce())
 
 
+# a secure node (tests/test_cassandra_tls.py): address, CA and login all from the environment
+@op
+def produce_secret_array() -> list:
+    return [float(i) for i in range(50_000)]  # ~1 MiB pickled: more than one chunk request
+
+
+@op
+def total_secret_array(values: list) -> float:
+    return sum(values)
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(
+    contact_points=["127.0.0.8"], keyspace="asgard_tls",
+    ssl_ca_file=EnvVar("ASGARD_TEST_CASSANDRA_CA"),
+    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"), password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))},
+    executor_def=multiprocess_executor)
+def secure_job():
+    total_secret_array(produce_secret_array())
+
+
 @job(
     resource_defs={"io_manager": CassandraIOManager(keyspace="asgard_test",
                                                    signing_key=EnvVar("ASGARD_TEST_SIGNING_KEY"))},

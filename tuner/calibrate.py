@@ -243,7 +243,7 @@ def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_
     node = TunerNode(index=index, heap=heap)
     if not node.is_running():
         node.start()
-    store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=keyspace)
+    store = CassandraObjectStore(**node.client_options(), keyspace=keyspace)
     try:
         store.ping()
         summary = calibrate(out, node, store, workloads=workloads, configs=plan(knobs, n_random, seed),

@@ -215,7 +215,7 @@ def validate(index, workload_spec, pairs, duration, noise, model_path, keyspace,
     if started:
         node.start()
     try:
-        store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace=keyspace)
+        store = CassandraObjectStore(**node.client_options(), keyspace=keyspace)
         store.ping()
         result = do_validate(wls, model_path, node, store, pairs=pairs, duration_s=duration, noise=noise,
                              progress=not as_json)

@@ -514,9 +514,12 @@ def execute_cql(node: Any, store: Any, cql: str) -> None:
     if session is not None:
         session.execute(cql, timeout=60)
         return
-    from cassandra.cluster import Cluster
+    if hasattr(node, "cql_cluster"):  # a CassandraNode: over TLS with its superuser if it is secure
+        cluster = node.cql_cluster()
+    else:
+        from cassandra.cluster import Cluster
 
-    cluster = Cluster([node.address], port=node.native_port, connect_timeout=10)
+        cluster = Cluster([node.address], port=node.native_port, connect_timeout=10)
     try:
         cluster.connect().execute(cql, timeout=60)
     finally:

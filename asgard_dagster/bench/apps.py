@@ -252,9 +252,7 @@ class CassandraConfigurator:
         self.restarts: list[dict] = []
 
     def _session_execute(self, cql: str, params: tuple = ()):
-        from cassandra.cluster import Cluster
-
-        cluster = Cluster([self.node.address], port=self.node.native_port, connect_timeout=15)
+        cluster = self.node.cql_cluster(timeout=15)  # a secure node: TLS and its superuser
         try:
             return list(cluster.connect().execute(cql, params, timeout=60))
         finally:

@@ -157,7 +157,7 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     hourly = prices.instances[prices.storage_kind("cassandra")[1]]
     node = CassandraNode()
     node.start()
-    store = CassandraObjectStore(contact_points=[node.address], port=node.native_port, keyspace="asgard")
+    store = CassandraObjectStore(**node.client_options(), keyspace="asgard")  # a secure node: its CA and superuser
     store.ensure_schema()
     found = NodeState(store.session, "asgard", "objects")
     initial_overrides = node.overrides()

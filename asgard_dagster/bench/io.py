@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -191,14 +192,14 @@ def _throughput(store, size_mib: int, repeat: int, cpu: ServerCpu) -> dict:
 
 
 _FIRST_PUT_PROBE = r"""
-import json, sys, time
+import json, os, sys, time
 import numpy as np
 from resources.stores import ObjectKey
 from asgard_dagster.bench.io import open_peer
 # what a step process has imported with its code location: the package and every client library
 import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
 import resources.stores.cassandra, resources.stores.redis, resources.stores.s3
-backend, kwargs, scope = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+backend, kwargs, scope = sys.argv[1], json.loads(os.environ["ASGARD_PROBE_STORE"]), sys.argv[2]
 payload = np.random.default_rng(0).bytes(10 * 1024)
 t0 = time.perf_counter()
 store = open_peer(backend, **kwargs)
@@ -207,14 +208,17 @@ print(json.dumps({"first_put_ms": (time.perf_counter() - t0) * 1000}))
 """
 
 
-def _run_probe(script: str, *args: str) -> dict:
-    """Run ``script`` in a fresh interpreter; its last output line is a JSON object."""
-    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True).stdout
+def _run_probe(script: str, store_kwargs: dict, *args: str) -> dict:
+    """Run ``script`` in a fresh interpreter; its last output line is a JSON object. The store's
+    keywords go by environment, not argv: they may hold a password, and argv is visible to all."""
+    env = {**os.environ, "ASGARD_PROBE_STORE": json.dumps(store_kwargs)}
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True,
+                         env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def _first_put_ms(backend: str, kwargs: dict, scope: str) -> float:
-    return _run_probe(_FIRST_PUT_PROBE, backend, json.dumps(kwargs), scope)["first_put_ms"]
+    return _run_probe(_FIRST_PUT_PROBE, kwargs, backend, scope)["first_put_ms"]
 
 
 def _small_ops(store, count: int) -> float:
@@ -232,7 +236,7 @@ def _small_ops(store, count: int) -> float:
 
 
 _MEMORY_PROBE = r"""
-import gc, json, sys, numpy as np
+import gc, json, os, sys, numpy as np
 from resources.stores import ObjectKey
 from asgard_dagster.bench.io import open_peer
 
@@ -246,7 +250,7 @@ def reset_peak():
         f.write("5")  # resets VmHWM (peak RSS) to the current RSS
 
 backend, mode, size_mib, scope = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-store = open_peer(backend, **json.loads(sys.argv[5]))
+store = open_peer(backend, **json.loads(os.environ["ASGARD_PROBE_STORE"]))
 key = ObjectKey.for_run(scope, "memory", "array")
 store.put(ObjectKey.for_run(scope, "memory", "warmup"), b"x" * 1024)  # connect, prepare
 store.get(ObjectKey.for_run(scope, "memory", "warmup"))
@@ -268,7 +272,7 @@ def _memory(backend: str, size_mib: int, kwargs: dict) -> tuple[float, float]:
     scope = f"bench-mem-{uuid.uuid4().hex[:8]}"
     ratios = []
     for mode in ("write", "read"):
-        result = _run_probe(_MEMORY_PROBE, backend, mode, str(size_mib), scope, json.dumps(kwargs))
+        result = _run_probe(_MEMORY_PROBE, kwargs, backend, mode, str(size_mib), scope)
         ratios.append(max(0, result["extra_bytes"]) / result["object_bytes"])
     open_peer(backend, **kwargs).purge_scope(f"run/{scope}")
     return ratios[0], ratios[1]
@@ -335,6 +339,8 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                                        "replication_factor": replication_factor, "keyspace": "asgard_ring"}
             else:
                 cassandra_nodes = [CassandraNode()]
+                # a secure local node (`asgard cassandra up --secure`): its CA and superuser
+                kwargs["cassandra"] = cassandra_nodes[0].client_options()
         stores = {b: open_peer(b, **kwargs[b]) for b in backends}
         for store in stores.values():
             store.ping()

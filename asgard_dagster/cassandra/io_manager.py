@@ -11,7 +11,7 @@ from pydantic import Field
 
 from resources.stores.cassandra import CassandraObjectStore
 
-from ..io_manager import StoreIOManager
+from ..io_manager import StoreIOManager, resolved
 
 
 class CassandraIOManager(StoreIOManager):
@@ -40,7 +40,8 @@ class CassandraIOManager(StoreIOManager):
 
         defs = Definitions(jobs=[pipeline], resources={"io_manager": CassandraIOManager()})
         # a remote cluster: CassandraIOManager(contact_points=["cass1", "cass2"], replication_factor=2,
-        #                                      username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"))
+        #                                      username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"),
+        #                                      ssl_ca_file="/etc/cassandra/ca.pem")   # TLS to the cluster's CA
     """
 
     contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first (the local node by default).")
@@ -51,6 +52,20 @@ class CassandraIOManager(StoreIOManager):
     consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes.")
     username: Optional[str] = Field(default=None, description="User for PasswordAuthenticator; pass EnvVar('...').")
     password: Optional[str] = Field(default=None, description="Password for PasswordAuthenticator; pass EnvVar('...').")
+    ssl_ca_file: Optional[str] = Field(
+        default=None,
+        description="PEM file of the CA that signed the nodes' certificates; set, every connection uses TLS (1.2+) "
+        "and trusts only this CA. For a node of `asgard cassandra up --secure`: its conf/tls/ca.pem. None: plain.",
+    )
+    ssl_certfile: Optional[str] = Field(
+        default=None, description="PEM client certificate, for a cluster that requires one (require_client_auth); "
+        "needs ssl_ca_file.")
+    ssl_keyfile: Optional[str] = Field(default=None, description="PEM private key of ssl_certfile (if not in it).")
+    ssl_verify_hostname: bool = Field(
+        default=True,
+        description="Check that each node's certificate names the address it is reached at (a secure local node "
+        "has its IP in the SAN). False checks the CA signature only.",
+    )
     connect_timeout: float = Field(default=5.0, description="Seconds to wait for the cluster before failing with 'unreachable'.")
     durable_writes: bool = Field(
         default=False,
@@ -64,11 +79,22 @@ class CassandraIOManager(StoreIOManager):
         "before failing with 'unreachable'. 0 fails at once.",
     )
 
+    def connection(self):
+        """A :class:`~asgard_dagster.CassandraResource` with this IO manager's connection fields
+        (credentials and TLS included): what the retune job connects with."""
+        from .resources import CassandraResource
+
+        # attributes, not the config dictionary: an EnvVar stays an EnvVar (read where it runs)
+        return CassandraResource(**{k: getattr(self, k) for k in CassandraResource.model_fields
+                                    if k in type(self).model_fields})
+
     def open_store(self, **store_kwargs) -> CassandraObjectStore:
-        return CassandraObjectStore(
+        kwargs = dict(
             contact_points=list(self.contact_points), port=self.port, keyspace=self.keyspace, table=self.table,
             replication_factor=self.replication_factor, consistency=self.consistency, username=self.username,
-            password=self.password, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+            password=self.password, ssl_ca_file=self.ssl_ca_file, ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile, ssl_verify_hostname=self.ssl_verify_hostname,
+            connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
             durable_writes=self.durable_writes, ride_through_seconds=self.ride_through_seconds,
-            **store_kwargs,
         )
+        return CassandraObjectStore(**{k: resolved(v) for k, v in kwargs.items()}, **store_kwargs)

@@ -8,6 +8,8 @@ from pydantic import Field
 
 from resources.stores.cassandra import CassandraObjectStore
 
+from ..io_manager import resolved
+
 
 class CassandraResource(ConfigurableResource):
     """Connection settings for a Cassandra cluster; the defaults reach the local node that
@@ -20,7 +22,8 @@ class CassandraResource(ConfigurableResource):
 
         defs = Definitions(resources={"cassandra": CassandraResource(
             contact_points=["10.0.0.5", "10.0.0.6"], replication_factor=2,
-            username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"))})
+            username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"),
+            ssl_ca_file="/etc/cassandra/ca.pem")})   # TLS: trust the cluster's CA
     """
 
     contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first.")
@@ -31,6 +34,20 @@ class CassandraResource(ConfigurableResource):
     consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes (ONE, LOCAL_QUORUM, QUORUM, ALL, ...).")
     username: Optional[str] = Field(default=None, description="User for PasswordAuthenticator; pass EnvVar('...'), never a literal.")
     password: Optional[str] = Field(default=None, description="Password for PasswordAuthenticator; pass EnvVar('...'), never a literal.")
+    ssl_ca_file: Optional[str] = Field(
+        default=None,
+        description="PEM file of the CA that signed the nodes' certificates; set, every connection uses TLS (1.2+) "
+        "and trusts only this CA. For a node of `asgard cassandra up --secure`: its conf/tls/ca.pem. None: plain.",
+    )
+    ssl_certfile: Optional[str] = Field(
+        default=None, description="PEM client certificate, for a cluster that requires one (require_client_auth); "
+        "needs ssl_ca_file.")
+    ssl_keyfile: Optional[str] = Field(default=None, description="PEM private key of ssl_certfile (if not in it).")
+    ssl_verify_hostname: bool = Field(
+        default=True,
+        description="Check that each node's certificate names the address it is reached at (a secure local node "
+        "has its IP in the SAN). False checks the CA signature only.",
+    )
     connect_timeout: float = Field(default=5.0, description="Seconds to wait for the cluster before failing with 'unreachable'.")
     durable_writes: bool = Field(
         default=False,
@@ -45,16 +62,20 @@ class CassandraResource(ConfigurableResource):
     )
 
     def connection_kwargs(self) -> dict:
-        return dict(
+        kwargs = dict(
             contact_points=list(self.contact_points), port=self.port, keyspace=self.keyspace, table=self.table,
             replication_factor=self.replication_factor, consistency=self.consistency, username=self.username,
-            password=self.password, connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+            password=self.password, ssl_ca_file=self.ssl_ca_file, ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile, ssl_verify_hostname=self.ssl_verify_hostname,
+            connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
             durable_writes=self.durable_writes, ride_through_seconds=self.ride_through_seconds,
         )
+        return {k: resolved(v) for k, v in kwargs.items()}
 
     def get_store(self, **store_kwargs) -> CassandraObjectStore:
-        """A :class:`CassandraObjectStore` on this connection (``ttl_seconds``, ``codec``, ... as keywords)."""
-        return CassandraObjectStore(**self.connection_kwargs(), **store_kwargs)
+        """A :class:`CassandraObjectStore` on this connection (``ttl_seconds``, ``codec``, ... as keywords;
+        a keyword that names a connection field, e.g. ``contact_points``, replaces it for this store)."""
+        return CassandraObjectStore(**{**self.connection_kwargs(), **store_kwargs})
 
     def purge_run(self, run_id: str) -> None:
         """Delete every stored output of one run: the partitions its index lists, then the index."""

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from .tls import NodeTLS
+
 
 def token_for(index: int, nodes: int) -> str:
     """Evenly spaced Murmur3 token for ring position ``index`` (1-based) of ``nodes``."""
@@ -29,8 +31,11 @@ def base_config(
     storage_port: int = 7000,
     cluster_name: str = "asgard",
     authenticate: bool = False,
+    tls: NodeTLS | None = None,
 ) -> dict[str, Any]:
-    return {
+    """The node's configuration. With ``tls`` (a secure node) clients must use TLS with the
+    node's PEM certificate, and log in (PasswordAuthenticator)."""
+    config = {
         "cluster_name": cluster_name,
         # one token per node, precomputed: no token allocation work or randomness at start
         "num_tokens": 1,
@@ -56,8 +61,8 @@ def base_config(
         "cdc_raw_directory": str(directory / "cdc_raw"),
         "commitlog_sync": "periodic",
         "commitlog_sync_period": "10000ms",
-        "authenticator": "PasswordAuthenticator" if authenticate else "AllowAllAuthenticator",
-        "authorizer": "CassandraAuthorizer" if authenticate else "AllowAllAuthorizer",
+        "authenticator": "PasswordAuthenticator" if authenticate or tls else "AllowAllAuthenticator",
+        "authorizer": "CassandraAuthorizer" if authenticate or tls else "AllowAllAuthorizer",
         "role_manager": "CassandraRoleManager",
         # ephemeral objects are chunked well below this; keep Cassandra's 16 MiB frame limit
         "native_transport_max_frame_size": "16MiB",
@@ -73,6 +78,23 @@ def base_config(
                 "default": {"inherits": "skiplist"},
             }
         },
+    }
+    if tls is not None:
+        config["client_encryption_options"] = client_encryption(tls)
+    return config
+
+
+def client_encryption(tls: NodeTLS) -> dict[str, Any]:
+    """TLS on the CQL port only (``optional: false``: a plain client is refused), from PEM files
+    (Cassandra 5.0's PEMBasedSslContextFactory: no JKS keystore, no keystore password to keep).
+    Clients are not asked for a certificate: they log in with a password."""
+    return {
+        "enabled": True,
+        "optional": False,
+        "ssl_context_factory": {"class_name": "org.apache.cassandra.security.PEMBasedSslContextFactory"},
+        "keystore": str(tls.keystore),  # private key, then certificate chain
+        "truststore": str(tls.ca_cert),
+        "require_client_auth": "false",
     }
 
 

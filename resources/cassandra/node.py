@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
-from ..paths import run_dir
+from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
 from .install import CASSANDRA_VERSION, install
+from .tls import NodeTLS, ensure_node_certificate
 
 # From Cassandra's conf/jvm17-server.options (JPMS section): what Cassandra needs on Java 17.
 JVM17_FLAGS = [
@@ -66,6 +67,8 @@ FAST_START_PROPERTIES = [
 ]
 
 JMX_BASE_PORT = 7199
+# the superuser a secure node is given in place of the stock cassandra/cassandra (which is dropped)
+SUPERUSER = "asgard_admin"
 
 
 class CassandraNode(ManagedServer):
@@ -77,6 +80,10 @@ class CassandraNode(ManagedServer):
         node.start()                    # installs on first use; seconds to CQL-ready
         node.restart_with({"concurrent_writes": 64})
         node.settings(["concurrent_writes"])   # {'concurrent_writes': '64'}
+
+        secure = CassandraNode(index=8, secure=True)   # TLS-only CQL, PasswordAuthenticator, JMX login
+        secure.start()                                  # first start: makes its CA, certificate, superuser
+        CassandraObjectStore(**secure.client_options())  # CA, user and password of the node
     """
 
     start_timeout = 240.0
@@ -94,6 +101,7 @@ class CassandraNode(ManagedServer):
         seed: str | None = None,
         ring_position: int = 1,
         fast_start: bool = True,
+        secure: bool | None = None,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
@@ -111,6 +119,11 @@ class CassandraNode(ManagedServer):
         # False gives a stock start (16 allocated tokens, gossip settle wait, ring delay): the
         # baseline `asgard bench startup` compares against
         self.fast_start = fast_start
+        # secure persists in the node's directory: a later restart (a retune's, or `asgard cassandra
+        # restart`) of a node made secure never brings it back up open. False turns it off.
+        if secure is None:
+            secure = self.secure_marker.exists()
+        self.secure = secure
 
     # --- configuration ----------------------------------------------------------------
     @property
@@ -134,10 +147,156 @@ class CassandraNode(ManagedServer):
         self.overrides_file.write_text(yaml.safe_dump(merged, sort_keys=True))
         return merged
 
+    # --- security (secure=True) ------------------------------------------------------------
+    @property
+    def secure_marker(self) -> Path:
+        return self.conf_dir / "secure"
+
+    @property
+    def tls(self) -> NodeTLS:
+        return NodeTLS(self.conf_dir / "tls")
+
+    @property
+    def password_file(self) -> Path:
+        """The generated superuser's password (mode 0600); the user is :data:`SUPERUSER`."""
+        return self.workdir / "superuser.password"
+
+    @property
+    def jmx_password_file(self) -> Path:
+        """``<user> <password>`` for the JMX server (the JDK may rewrite it with hashes)."""
+        return self.conf_dir / "jmxremote.password"
+
+    @property
+    def nodetool_password_file(self) -> Path:
+        """``<user> <password>`` for ``nodetool -pwf`` (kept apart: the server's copy gets hashed)."""
+        return self.conf_dir / "nodetool.password"
+
+    @property
+    def _superuser_ready(self) -> Path:
+        return self.workdir / "superuser.ready"  # removed by wipe(): fresh data has only the stock role
+
+    def superuser_password(self) -> str:
+        """The generated superuser's password, made (random, 0600 file) on first use."""
+        try:
+            return self.password_file.read_text().strip()
+        except FileNotFoundError:
+            import secrets
+
+            password = secrets.token_urlsafe(24)  # URL-safe: no quoting issue in CQL or a shell
+            write_private(self.password_file, password + "\n")
+            return password
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~resources.stores.cassandra.CassandraObjectStore` that reach
+        this node: its address and port and, for a secure node, its CA and superuser."""
+        options: dict[str, Any] = {"contact_points": [self.address], "port": self.native_port}
+        if self.secure:
+            options.update(username=SUPERUSER, password=self.superuser_password(),
+                           ssl_ca_file=str(self.tls.ca_cert), ssl_verify_hostname=True)
+        return options
+
+    def _prepare_security(self) -> None:
+        if not self.secure:
+            self.secure_marker.unlink(missing_ok=True)
+            return
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.secure_marker.write_text("TLS-only CQL, PasswordAuthenticator, JMX authentication\n")
+        ensure_node_certificate(self.tls.directory, self.address)
+        line = f"{SUPERUSER} {self.superuser_password()}\n"
+        write_private(self.jmx_password_file, line)
+        write_private(self.nodetool_password_file, line)
+
+    def _jmx_flags(self) -> list[str]:
+        if not self.secure:
+            return []
+        # Cassandra 5.0 reads these at start; JMX stays bound to loopback (jmx.local.port)
+        # the add-exports line is Cassandra's conf/jvm17-server.options': its JMX authenticator wraps the JDK's
+        return ["--add-exports", "java.management/com.sun.jmx.remote.security=ALL-UNNAMED",
+                "-Dcom.sun.management.jmxremote.authenticate=true",
+                f"-Dcom.sun.management.jmxremote.password.file={self.jmx_password_file}"]
+
+    def cql_cluster(self, username: str | None = None, password: str | None = None, timeout: float = 10):
+        """A driver ``Cluster`` for this node alone (admin work: settings, ALTER TABLE): over TLS
+        and logged in as :data:`SUPERUSER` on a secure node, unless ``username`` is given."""
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import Cluster
+
+        from ..stores.cassandra import ssl_context
+
+        if self.secure and username is None:
+            username, password = SUPERUSER, self.superuser_password()
+        auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
+        return Cluster([self.address], port=self.native_port, connect_timeout=timeout, auth_provider=auth,
+                       ssl_context=ssl_context(str(self.tls.ca_cert), verify_hostname=True) if self.secure else None)
+
+    def _ensure_superuser(self, timeout: float = 120) -> None:
+        """Give a fresh secure node its own superuser (random password, in :attr:`password_file`)
+        and drop the stock ``cassandra``/``cassandra`` one, which every scanner tries first."""
+        if self._superuser_ready.exists():
+            return
+        from cassandra import AuthenticationFailed
+        from cassandra.cluster import NoHostAvailable
+
+        def login(user: str, password: str):
+            cluster = self.cql_cluster(user, password)
+            try:
+                return cluster.connect()
+            except BaseException:
+                cluster.shutdown()
+                raise
+
+        def auth_failed(exc: NoHostAvailable) -> bool:
+            return any(isinstance(e, AuthenticationFailed) for e in (exc.errors or {}).values())
+
+        password = self.superuser_password()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                session = login(SUPERUSER, password)  # done before (the marker went with a wipe of data/)
+                break
+            except NoHostAvailable as exc:
+                if not auth_failed(exc) and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
+                if not auth_failed(exc):
+                    raise ServerError(f"{self.name}: no CQL login over TLS within {timeout:.0f}s: {exc}") from exc
+            try:
+                # the stock role appears shortly after CQL opens (superuser_setup_delay_ms)
+                stock = login("cassandra", "cassandra")
+            except NoHostAvailable as exc:
+                if time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
+                raise ServerError(
+                    f"{self.name}: neither {SUPERUSER} (password in {self.password_file}) nor the stock superuser "
+                    f"can log in ({exc}). If the password file was replaced, restore it, or wipe the node's data "
+                    "(`asgard cassandra down`, delete its data/ directory) to set it up again.") from exc
+            try:
+                stock.execute(f"CREATE ROLE IF NOT EXISTS {SUPERUSER} WITH SUPERUSER = true AND LOGIN = true "
+                              "AND PASSWORD = %s", (password,))
+            finally:
+                stock.cluster.shutdown()
+        try:
+            # a superuser cannot drop the role it is logged in as: done as the new one
+            session.execute("DROP ROLE IF EXISTS cassandra")
+        finally:
+            session.cluster.shutdown()
+        self._superuser_ready.parent.mkdir(parents=True, exist_ok=True)
+        self._superuser_ready.write_text(f"{SUPERUSER}\n")
+
+    def start(self, timeout: float | None = None) -> float:
+        seconds = super().start(timeout)
+        if self.secure:
+            t0 = time.monotonic()
+            self._ensure_superuser()
+            seconds += time.monotonic() - t0
+        return seconds
+
     def config(self) -> dict[str, Any]:
         base = base_config(
             self.workdir, self.address, seeds=[self.seed], index=self.ring_position, nodes=self.nodes,
             native_port=self.native_port, authenticate=self.authenticate,
+            tls=self.tls if self.secure else None,
         )
         if not self.fast_start:
             base.update(num_tokens=16, allocate_tokens_for_local_replication_factor=3)
@@ -147,6 +306,7 @@ class CassandraNode(ManagedServer):
 
     def prepare(self) -> None:
         install(self.version)
+        self._prepare_security()
         write_config(self.conf_dir / "cassandra.yaml", self.config())
         (self.conf_dir / "logback.xml").write_text(LOGBACK_XML)
         for sub in ("data", "commitlog", "hints", "saved_caches", "logs"):
@@ -172,6 +332,7 @@ class CassandraNode(ManagedServer):
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
             f"-Dcassandra.storagedir={self.workdir}",
             f"-Dcassandra.jmx.local.port={self.jmx_port}",
+            *self._jmx_flags(),
             "-Dcassandra-foreground=yes",
             "-cp", f"{lib}/*",
             "org.apache.cassandra.service.CassandraDaemon",
@@ -234,18 +395,18 @@ class CassandraNode(ManagedServer):
         self.stop()
         for sub in ("data", "commitlog", "hints", "saved_caches"):
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
+        self._superuser_ready.unlink(missing_ok=True)
 
     # --- introspection ----------------------------------------------------------------
     def nodetool(self, *args: str, timeout: float = 120) -> str:
         from .nodetool import nodetool
 
-        return nodetool(self.jmx_port, *args, version=self.version, timeout=timeout)
+        credentials = (SUPERUSER, self.nodetool_password_file) if self.secure else None
+        return nodetool(self.jmx_port, *args, version=self.version, timeout=timeout, credentials=credentials)
 
     def settings(self, names: list[str] | None = None) -> dict[str, str]:
         """Effective settings from ``system_views.settings`` (all, or just ``names``)."""
-        from cassandra.cluster import Cluster
-
-        cluster = Cluster([self.address], port=self.native_port, connect_timeout=10)
+        cluster = self.cql_cluster()
         try:
             session = cluster.connect()
             rows = session.execute("SELECT name, value FROM system_views.settings")
@@ -257,7 +418,10 @@ class CassandraNode(ManagedServer):
     def status(self) -> dict:
         info = super().status()
         info.update(address=self.address, native_port=self.native_port, jmx_port=self.jmx_port,
-                    heap=self.heap, numa_node=self.numa_node, overrides=self.overrides(), version=self.version)
+                    heap=self.heap, numa_node=self.numa_node, overrides=self.overrides(), version=self.version,
+                    secure=self.secure)
+        if self.secure:
+            info.update(user=SUPERUSER, password_file=str(self.password_file), ca_file=str(self.tls.ca_cert))
         return info
 
 

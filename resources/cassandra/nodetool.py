@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from ..paths import cache_dir
 from .install import CASSANDRA_VERSION, install
@@ -22,7 +23,10 @@ class NodetoolError(RuntimeError):
     """nodetool exited non-zero."""
 
 
-def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeout: float = 120) -> str:
+def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeout: float = 120,
+             credentials: tuple[str, Path] | None = None) -> str:
+    """Run ``nodetool args`` against the JMX port; ``credentials`` (user, file of ``user password``
+    lines) for a node with JMX authentication: the password goes by file, never on the command line."""
     lib = install(version)
     logback = cache_dir("cassandra") / "nodetool-logback.xml"
     if not logback.exists() or logback.read_text() != QUIET_LOGBACK:
@@ -32,7 +36,8 @@ def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeou
         *JVM17_FLAGS, "-Dcassandra.logdir=/tmp",
         f"-Dlogback.configurationFile=file://{logback}",
         "-cp", f"{lib}/*", "org.apache.cassandra.tools.NodeTool",
-        "-h", "127.0.0.1", "-p", str(jmx_port), *args,
+        "-h", "127.0.0.1", "-p", str(jmx_port),
+        *(["-u", credentials[0], "-pwf", str(credentials[1])] if credentials else []), *args,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:

@@ -2,17 +2,17 @@
 ``go install``) on 127.0.0.1:9000 with the bucket ``asgard`` (``asgard minio up|down|status``)."""
 from .server import (
     DEFAULT_BUCKET,
-    LOCAL_DEFAULT_PASSWORD,
     LOCAL_DEFAULT_USER,
     LOCAL_ENDPOINT,
     MINIO_VERSION,
     MinioServer,
     install_minio,
     local_credentials,
+    local_password_file,
     minio_binary_path,
 )
 
 __all__ = [
     "MinioServer", "MINIO_VERSION", "install_minio", "minio_binary_path", "local_credentials",
-    "LOCAL_ENDPOINT", "DEFAULT_BUCKET", "LOCAL_DEFAULT_USER", "LOCAL_DEFAULT_PASSWORD",
+    "local_password_file", "LOCAL_ENDPOINT", "DEFAULT_BUCKET", "LOCAL_DEFAULT_USER",
 ]

@@ -4,8 +4,9 @@ into ``$ASGARD_HOME/cache/minio/<MINIO_VERSION>/minio`` (the same command as
 ``$ASGARD_HOME/run/minio/data``; the bucket ``asgard`` is created on start.
 
 Credentials come from ``MINIO_ROOT_USER`` / ``MINIO_ROOT_PASSWORD``. When those are unset the
-server uses the documented, *local-only* defaults ``asgard-local`` / ``asgard-local-secret``:
-the server binds to 127.0.0.1 only and holds only ephemeral test data. Set both variables for
+server uses the user ``asgard-local`` and a password generated on first use into
+``$ASGARD_HOME/run/minio/root.password`` (mode 0600): no secret is written in the code. The
+server binds to 127.0.0.1 only and holds only ephemeral test data. Set both variables for
 anything else.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..paths import cache_dir, run_dir
+from ..paths import cache_dir, run_dir, write_private
 from ..process import ManagedServer, ServerError
 
 #: github.com/minio/minio pseudo-version, pinned (keep equal to MINIO_VERSION in scripts/setup.sh)
@@ -30,14 +31,28 @@ DEFAULT_BUCKET = "asgard"
 LOCAL_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 #: used only when MINIO_ROOT_USER / MINIO_ROOT_PASSWORD are unset; local-only, never for a shared server
 LOCAL_DEFAULT_USER = "asgard-local"
-LOCAL_DEFAULT_PASSWORD = "asgard-local-secret"
+
+
+def local_password_file() -> Path:
+    return run_dir("minio") / "root.password"
 
 
 def local_credentials() -> tuple[str, str]:
     """``(access key, secret key)`` of the local MinIO: ``MINIO_ROOT_USER`` / ``MINIO_ROOT_PASSWORD``,
-    or the local-only defaults ``asgard-local`` / ``asgard-local-secret`` when unset."""
-    return (os.environ.get("MINIO_ROOT_USER") or LOCAL_DEFAULT_USER,
-            os.environ.get("MINIO_ROOT_PASSWORD") or LOCAL_DEFAULT_PASSWORD)
+    or, when unset, ``asgard-local`` and the password in :func:`local_password_file` (generated,
+    mode 0600, on first use)."""
+    user, password = os.environ.get("MINIO_ROOT_USER"), os.environ.get("MINIO_ROOT_PASSWORD")
+    if user and password:
+        return user, password
+    path = local_password_file()
+    try:
+        generated = path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        generated = secrets.token_urlsafe(24)
+        write_private(path, generated + "\n")
+    return user or LOCAL_DEFAULT_USER, password or generated
 
 
 def minio_binary_path(version: str = MINIO_VERSION) -> Path:
@@ -81,8 +96,8 @@ class MinioServer(ManagedServer):
         server.client().list_objects_v2(Bucket="asgard")
         server.stop()
 
-    Credentials: ``MINIO_ROOT_USER`` / ``MINIO_ROOT_PASSWORD`` from the environment, else the
-    local-only defaults ``asgard-local`` / ``asgard-local-secret`` (see :func:`local_credentials`).
+    Credentials: ``MINIO_ROOT_USER`` / ``MINIO_ROOT_PASSWORD`` from the environment, else
+    ``asgard-local`` and a generated local password (see :func:`local_credentials`).
     """
 
     start_timeout = 60.0

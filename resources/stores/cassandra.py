@@ -47,6 +47,19 @@ DEFAULT_CHUNKS_PER_PARTITION = 1
 # option compresses the rest; Cassandra compressing them again costs CPU on both paths
 TABLE_OPTIONS = "compression = {'enabled': 'false'}"
 LOCAL_HINT = "Start the local node with `asgard cassandra up`, or point contact_points/port at your cluster."
+NEEDS_TLS_HINT = (
+    "The node requires TLS and this client connected without it: set ssl_ca_file to the CA that signed the "
+    "node's certificate (a node of `asgard cassandra up --secure` keeps it in its conf/tls/ca.pem), and "
+    "username/password (EnvVar) to a role of the node.")
+NO_TLS_HINT = ("The TLS handshake failed: check that the node has client_encryption_options enabled on this "
+               "port, or leave ssl_ca_file unset for a node without TLS.")
+CERT_HINT = (
+    "The node's certificate does not verify against ssl_ca_file: point ssl_ca_file at the CA that signed it (for a "
+    "node of `asgard cassandra up --secure`, its conf/tls/ca.pem). If you connect by a name or address that the "
+    "certificate does not list, connect by one it lists; ssl_verify_hostname=False skips only the name check.")
+AUTH_HINT = (
+    "The node refused the login: check username and password (the EnvVars they come from). A node of `asgard "
+    "cassandra up --secure` has the superuser asgard_admin, its password in the node's superuser.password.")
 CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE", "ANY")
 
 _sessions: dict[tuple, Any] = {}
@@ -111,39 +124,101 @@ def _large_buffer_connection_class():
                 {"in_buffer_size": BUFFER_BYTES, "out_buffer_size": BUFFER_BYTES})
 
 
+def ssl_context(ca_file: str, certfile: str | None = None, keyfile: str | None = None,
+                verify_hostname: bool = True):
+    """A client :class:`ssl.SSLContext` that trusts only ``ca_file`` (not the system's CAs: a node's
+    certificate comes from its own CA), with an optional client certificate, TLS 1.2 at least."""
+    import ssl
+
+    for name, path in (("ssl_ca_file", ca_file), ("ssl_certfile", certfile), ("ssl_keyfile", keyfile)):
+        if path and not os.path.isfile(path):
+            raise StoreConfigError(f"{name} {path!r} is not a readable file")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname on
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_verify_locations(cafile=ca_file)
+        if certfile:
+            context.load_cert_chain(certfile, keyfile or None)
+    except ssl.SSLError as exc:
+        raise StoreConfigError(f"cannot load TLS files (ssl_ca_file={ca_file!r}, ssl_certfile={certfile!r}, "
+                               f"ssl_keyfile={keyfile!r}): {exc}") from exc
+    # the driver then passes each node's address as server_hostname: an IP must be in the SAN
+    context.check_hostname = verify_hostname
+    return context
+
+
+def _speaks_tls(host: str, port: int, timeout: float) -> bool:
+    """True if ``host:port`` completes a TLS handshake (certificate not checked): tells a node that
+    requires TLS from one that is down, when a plain connection failed."""
+    import socket
+    import ssl
+
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    probe.check_hostname, probe.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            with probe.wrap_socket(sock):
+                return True
+    except (OSError, ValueError):
+        return False
+
+
+def _failure(exc: BaseException, contact_points: tuple[str, ...], port: int, tls: tuple | None,
+             connect_timeout: float) -> tuple[str, bool]:
+    """``(hint, worth retrying)`` for a first connection that failed."""
+    import ssl
+
+    from cassandra import AuthenticationFailed
+
+    errors = list((getattr(exc, "errors", None) or {}).values()) or [exc]
+    if any(isinstance(e, AuthenticationFailed) for e in errors):
+        return AUTH_HINT, False
+    if tls is not None:
+        # the driver re-raises a failed handshake as a plain OSError carrying the SSL message
+        if any(isinstance(e, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(e) for e in errors):
+            return CERT_HINT, False
+        if any(isinstance(e, ssl.SSLError) or "[SSL" in str(e) for e in errors):
+            return NO_TLS_HINT, False
+    elif any(_speaks_tls(h, port, connect_timeout) for h in contact_points):
+        return NEEDS_TLS_HINT, False  # a plain client will never get in: no ride-through wait
+    return LOCAL_HINT, True
+
+
 def _connect(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
-             connect_timeout: float, ride_through_seconds: float = 0.0):
-    """One driver Cluster/Session per process and endpoint (a forked step gets its own). A node
-    that refuses connections (restarting) is tried again for ``ride_through_seconds``."""
+             connect_timeout: float, ride_through_seconds: float = 0.0, tls: tuple | None = None):
+    """One driver Cluster/Session per process, endpoint, login and TLS settings (a forked step gets
+    its own). A node that refuses connections (restarting) is tried again for
+    ``ride_through_seconds``; a refused login or TLS mismatch fails at once, saying what to fix.
+    ``tls``: ``(ca_file, certfile, keyfile, verify_hostname)`` or None for a plain connection."""
     deadline = time.monotonic() + ride_through_seconds
     while True:
         try:
-            return _connect_once(contact_points, port, username, password, connect_timeout)
+            return _connect_once(contact_points, port, username, password, connect_timeout, tls)
         except StoreUnavailableError as exc:
-            from cassandra import AuthenticationFailed
-
-            cause = exc.__cause__
-            errors = getattr(cause, "errors", None) or {}
-            if any(isinstance(e, AuthenticationFailed) for e in errors.values()) or time.monotonic() >= deadline:
-                raise
+            hint, retry = _failure(exc.__cause__, contact_points, port, tls, connect_timeout)
+            if not retry or time.monotonic() >= deadline:
+                raise StoreUnavailableError(exc.backend, exc.where, hint, exc.__cause__) from exc.__cause__
             time.sleep(0.5)
 
 
 def _connect_once(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
-                  connect_timeout: float):
+                  connect_timeout: float, tls: tuple | None = None):
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster, NoHostAvailable
     from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
 
-    # the password is part of the identity: a wrong one must not reuse a good session
-    cache_key = (os.getpid(), contact_points, port, username, hash(password))
+    # the password and the TLS settings are part of the identity: a wrong password or a plain
+    # connection must not reuse a session opened with good ones
+    cache_key = (os.getpid(), contact_points, port, username, hash(password), tls)
     with _sessions_lock:
         session = _sessions.get(cache_key)
         if session is not None and not session.is_shutdown:
             return session
         auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
+        context = ssl_context(*tls) if tls else None
         cluster = Cluster(
             list(contact_points), port=port, auth_provider=auth, connect_timeout=connect_timeout,
+            ssl_context=context,
             control_connection_timeout=connect_timeout,
             load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
             protocol_version=PROTOCOL_VERSION,
@@ -205,7 +280,15 @@ class CassandraObjectStore(ObjectStore):
         keyspace, table: where objects live (created on first use; ``<table>_index`` beside it).
         replication_factor: SimpleStrategy factor used when the keyspace is created.
         consistency: consistency level of every read and write.
-        username, password: PasswordAuthenticator credentials.
+        username, password: PasswordAuthenticator credentials (from the environment: Dagster's
+            ``EnvVar`` on the resource and IO manager).
+        ssl_ca_file: PEM file of the CA that signed the nodes' certificates; given, every
+            connection is TLS (TLS 1.2 or later), and only that CA is trusted. None: plain.
+        ssl_certfile, ssl_keyfile: PEM client certificate and its key, for a cluster that requires
+            client certificates (``require_client_auth``); optional.
+        ssl_verify_hostname: check that each node's certificate names the address it is reached
+            at (a node of ``asgard cassandra up --secure`` has its IP in the SAN). False checks
+            only the signature: for nodes reached through addresses their certificates do not list.
         chunks_per_partition: chunks of one version kept together in one partition (1: every
             chunk its own partition, as Astyanax does).
         durable_writes: the keyspace's ``durable_writes`` when the store creates it. False (the
@@ -236,6 +319,10 @@ class CassandraObjectStore(ObjectStore):
         consistency: str = "LOCAL_QUORUM",
         username: str | None = None,
         password: str | None = None,
+        ssl_ca_file: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_verify_hostname: bool = True,
         connect_timeout: float = 5.0,
         request_timeout: float = 30.0,
         chunks_per_partition: int = DEFAULT_CHUNKS_PER_PARTITION,
@@ -259,6 +346,14 @@ class CassandraObjectStore(ObjectStore):
             raise StoreConfigError(f"ride_through_seconds must be 0 or more, got {ride_through_seconds}")
         if chunks_per_partition < 1:
             raise StoreConfigError(f"chunks_per_partition must be at least 1, got {chunks_per_partition}")
+        if (ssl_certfile or ssl_keyfile) and not ssl_ca_file:
+            raise StoreConfigError("ssl_certfile/ssl_keyfile need ssl_ca_file too: set it to the CA that signed the "
+                                   "nodes' certificates (a client certificate alone does not turn TLS on)")
+        if ssl_keyfile and not ssl_certfile:
+            raise StoreConfigError("ssl_keyfile is set without ssl_certfile: give the client certificate too")
+        # as a tuple it is hashable: part of the driver session's cache key
+        self.tls = (ssl_ca_file, ssl_certfile or None, ssl_keyfile or None, bool(ssl_verify_hostname)) \
+            if ssl_ca_file else None
         self.contact_points = tuple(contact_points)
         self.port = port
         self.keyspace, self.table = keyspace.lower(), table.lower()
@@ -278,7 +373,7 @@ class CassandraObjectStore(ObjectStore):
         session = self._session
         if session is None or session.is_shutdown or self._session_pid != os.getpid():
             session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
-                               self.ride_through_seconds)
+                               self.ride_through_seconds, self.tls)
             if session is not self._session:
                 self._prepared = {}
             self._session, self._session_pid = session, os.getpid()

@@ -180,7 +180,7 @@ class S3ObjectStore(ObjectStore):
             if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
                 raise StoreConfigError(
                     f"S3 at {self._where()} refused the credentials ({code}). For the local MinIO they are "
-                    "MINIO_ROOT_USER/MINIO_ROOT_PASSWORD (default asgard-local/asgard-local-secret)."
+                    "MINIO_ROOT_USER/MINIO_ROOT_PASSWORD, else asgard-local and the password in $ASGARD_HOME/run/minio/root.password."
                 ) from exc
             if code in ("SlowDown", "ServiceUnavailable", "503", "XMinioServerNotInitialized"):
                 raise StoreUnavailableError("S3", self._where(), LOCAL_HINT, exc) from exc
