@@ -386,3 +386,42 @@ def test_purge_sensor_purges_a_succeeded_run_and_its_parent(cassandra_node, dags
     sensor(context)
     assert store.list_paths(f"run/{result.run_id}") == []
     assert store.list_paths(f"run/{keep.run_id}") == ["emit/result", "take/result"]
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("keyspace", "my-outputs", "not a valid CQL identifier"),
+    ("table", "objects; DROP TABLE x", "not a valid CQL identifier"),
+    ("keyspace", "k" * 49, "choose a shorter name"),
+    ("table", "t" * 43, "choose a shorter name"),
+])
+def test_bad_keyspace_or_table_names_fail_the_step_with_a_typed_error(cassandra_node, field, value, message):
+    from dagster import job, op
+
+    from resources.stores import StoreConfigError
+
+    @op
+    def emit() -> int:
+        return 1
+
+    @job(resource_defs={"io_manager": CassandraIOManager(**{field: value})})
+    def named():
+        emit()
+
+    with pytest.raises(StoreConfigError, match=message):
+        named.execute_in_process()
+
+
+def test_an_unset_envvar_is_named_before_anything_connects(cassandra_node):
+    from dagster import DagsterInvalidConfigError, EnvVar, job, op
+
+    @op
+    def emit() -> int:
+        return 1
+
+    @job(resource_defs={"io_manager": CassandraIOManager(password=EnvVar("ASGARD_TEST_NEVER_SET"),
+                                                          username=EnvVar("ASGARD_TEST_NEVER_SET"))})
+    def needs_secret():
+        emit()
+
+    with pytest.raises(DagsterInvalidConfigError, match="ASGARD_TEST_NEVER_SET.*not set"):
+        needs_secret.execute_in_process()

@@ -17,7 +17,9 @@ from dagster import build_input_context, build_output_context, job, op
 
 from asgard_dagster.redis import RedisIOManager, RedisResource
 from resources.redis import RedisServer
-from resources.stores import ChecksumMismatchError, ObjectKey, ObjectMissingError, StoreError, StoreUnavailableError
+from resources.stores import (
+    ChecksumMismatchError, ObjectKey, ObjectMissingError, StoreFullError, StoreUnavailableError,
+)
 from resources.stores.base import MiB
 from resources.stores.redis import RedisObjectStore
 
@@ -84,9 +86,11 @@ def test_full_server_refuses_writes_with_a_clear_error(tmp_path):
     server.start()
     try:
         store = RedisObjectStore(port=server.port, password=server.password, chunk_size=1 * MiB)
-        with pytest.raises(StoreError, match="maxmemory"):
-            store.put(ObjectKey.for_run("r", "s", "o"), b"x" * (16 * MiB))
-        assert store.read_manifest(ObjectKey.for_run("r", "s", "o")) is None
+        key = ObjectKey.for_run("r", "s", "o")
+        store.put(key, {"previous": 1})
+        with pytest.raises(StoreFullError, match=rf"Redis at 127.0.0.1:{server.port}/0 refused.*maxmemory"):
+            store.put(key, b"x" * (16 * MiB))
+        assert store.get(key)[0] == {"previous": 1}  # nothing already stored was lost
     finally:
         assert server.stop()
     assert not server.is_running()

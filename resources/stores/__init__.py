@@ -14,6 +14,7 @@ from .errors import (
     SerializationError,
     StoreConfigError,
     StoreError,
+    StoreFullError,
     StoreUnavailableError,
     TamperedObjectError,
 )
@@ -22,4 +23,5 @@ __all__ = [
     "ObjectKey", "ObjectStore", "Manifest", "PutResult", "GetResult", "StoreError", "StoreConfigError",
     "StoreUnavailableError", "ObjectMissingError", "ChecksumMismatchError", "ObjectTooLargeError",
     "SerializationError", "CorruptManifestError", "SchemaLayoutError", "CorruptChunkError", "TamperedObjectError",
+    "StoreFullError",
 ]

@@ -336,8 +336,13 @@ class CassandraObjectStore(ObjectStore):
         kwargs.setdefault("inline_bytes", 2 * kwargs["chunk_size"])
         super().__init__(**kwargs)
         for name, value in (("keyspace", keyspace), ("table", table)):
-            if not value or not value.replace("_", "").isalnum() or not value[0].isalpha():
+            # the index table's name adds "_index"; Cassandra refuses names over 48 characters
+            limit = 48 - (len("_index") if name == "table" else 0)
+            if not value or not value.replace("_", "").isalnum() or not value[0].isalpha() or not value.isascii():
                 raise StoreConfigError(f"{name} {value!r} is not a valid CQL identifier (letters, digits, _)")
+            if len(value) > limit:
+                raise StoreConfigError(f"{name} {value!r} is {len(value)} characters; Cassandra allows {limit} "
+                                       "here: choose a shorter name")
         if consistency.upper() not in CONSISTENCY_LEVELS:
             raise StoreConfigError(f"consistency {consistency!r} is not one of {CONSISTENCY_LEVELS}")
         if replication_factor < 1:

@@ -19,6 +19,15 @@ class StoreUnavailableError(StoreError, ConnectionError):
         super().__init__(f"{backend} is unreachable at {where}{detail}. {hint}")
 
 
+class StoreFullError(StoreError):
+    """The server refused a write because it is full (memory or disk). Nothing already stored
+    was changed: the previous object under the key still reads."""
+
+    def __init__(self, backend: str, where: str, detail: str, hint: str):
+        self.backend, self.where = backend, where
+        super().__init__(f"{backend} at {where} refused the write: it is full ({detail}). {hint}")
+
+
 class ObjectMissingError(StoreError, KeyError):
     """No complete object is stored under the key: never written, purged, or expired."""
 

@@ -39,7 +39,7 @@ import threading
 from typing import Any, Iterator
 
 from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, unpack_head
-from .errors import StoreConfigError, StoreError, StoreUnavailableError
+from .errors import StoreConfigError, StoreError, StoreFullError, StoreUnavailableError
 
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
               "or point host/port at your Redis.")
@@ -158,8 +158,8 @@ class RedisObjectStore(ObjectStore):
         except redis.ResponseError as exc:
             oom = getattr(redis.exceptions, "OutOfMemoryError", ())
             if isinstance(exc, oom) or str(exc).startswith("OOM") or "maxmemory" in str(exc):
-                raise StoreError(
-                    f"Redis at {self._where()} is full (maxmemory reached, policy noeviction): {exc}. "
+                raise StoreFullError(
+                    "Redis", self._where(), f"maxmemory reached, policy noeviction: {exc}",
                     "Purge finished runs, lower ttl_seconds, or raise maxmemory "
                     "(ASGARD_REDIS_MAXMEMORY for `asgard redis up`). Chunks already written expire with their TTL."
                 ) from exc
