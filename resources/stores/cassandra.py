@@ -109,6 +109,25 @@ def _is_reconnecting(exc: BaseException) -> bool:
         isinstance(e, transient) for e in (exc.errors or {}).values())
 
 
+def _is_schema_settling(exc: BaseException) -> bool:
+    """True for a table whose schema is visible but not yet usable on a node: a fresh
+    deployment's first parallel steps race to create it, and one that finds it already made
+    (``IF NOT EXISTS``) can write before the node has opened it ("Unknown CF"; a CI run met it
+    once in 64 first puts). It clears within milliseconds, so the request is sent again."""
+    from cassandra import InvalidRequest
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.protocol import ServerError
+
+    errors = list((exc.errors or {}).values()) if isinstance(exc, NoHostAvailable) else [exc]
+    return bool(errors) and all(
+        isinstance(e, (ServerError, InvalidRequest)) and ("Unknown CF" in str(e) or "unconfigured table" in str(e))
+        for e in errors)
+
+
+#: how long a request resends while a new table settles (it took milliseconds when seen)
+SCHEMA_SETTLE_SECONDS = 10.0
+
+
 PROTOCOL_VERSION = int(os.environ.get("ASGARD_CQL_PROTOCOL", "4"))
 BUFFER_BYTES = int(os.environ.get("ASGARD_CQL_BUFFER", str(1024 * 1024)))
 PROTOCOL_COMPRESSION = os.environ.get("ASGARD_CQL_COMPRESSION", "") or False  # e.g. "lz4" on a slow network
@@ -510,14 +529,26 @@ class CassandraObjectStore(ObjectStore):
         from cassandra import OperationTimedOut, Unavailable
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
+        from cassandra.protocol import ServerError
 
-        deadline = time.monotonic() + self._reconnect_window
+        start = time.monotonic()
+        deadline = start + self._reconnect_window
         while True:
             try:
                 if prepare:
                     return session.prepare(statement)
                 return session.execute(statement, params, timeout=self.request_timeout)
-            except (NoHostAvailable, OperationTimedOut, Unavailable, ConnectionException) as exc:
+            except (NoHostAvailable, ServerError) as exc:
+                if not prepare and _is_schema_settling(exc) and time.monotonic() < start + SCHEMA_SETTLE_SECONDS:
+                    time.sleep(0.05)
+                    continue
+                if not isinstance(exc, NoHostAvailable):
+                    raise
+                if _is_reconnecting(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
+            except (OperationTimedOut, Unavailable, ConnectionException) as exc:
                 # a restarting node: the driver reconnects within its back-off (0.2 s, doubling to 5 s)
                 if _is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
@@ -605,6 +636,9 @@ class CassandraObjectStore(ObjectStore):
                 yield tag, rows
             elif _is_busy(exc) and attempt < 200:
                 time.sleep(min(0.0005 * 2 ** min(attempt, 8), 0.05))
+                retries.append((tag, statement, params, attempt + 1))
+            elif _is_schema_settling(exc) and attempt < SCHEMA_SETTLE_SECONDS / 0.05:
+                time.sleep(0.05)
                 retries.append((tag, statement, params, attempt + 1))
             elif _is_reconnecting(exc):
                 # a restarting node: resend until the driver reconnects, for the ride-through at most
