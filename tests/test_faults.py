@@ -119,3 +119,75 @@ def test_16_first_puts_at_once_into_a_keyspace_that_does_not_exist(cassandra_nod
         assert sorted(store.list_paths("run/first-use")) == sorted(f"step/{i}" for i in range(16))
     finally:
         _drop(keyspace)
+
+
+@pytest.fixture(scope="module")
+def nearly_full_node(tmp_path_factory):
+    """A node whose data disk counts as full past 4 MiB (Cassandra's disk-usage guardrail with
+    a small max disk size, checked every 200 ms), with an application role that is not a
+    superuser: the guardrail spares superusers, as it would an operator."""
+    from resources.cassandra import CassandraNode
+
+    node = CassandraNode(index=10, heap="1G", workdir=tmp_path_factory.mktemp("nearly-full"), authenticate=True,
+                         system_properties={"cassandra.disk_usage.monitor_interval_ms": "200"})
+    node.set_overrides({"data_disk_usage_percentage_fail_threshold": 50, "data_disk_usage_max_disk_size": "8MiB"})
+    node.start()
+    from resources.stores import StoreUnavailableError
+
+    deadline = time.monotonic() + 60
+    while True:  # the stock superuser is made a moment after CQL opens
+        try:
+            admin = CassandraObjectStore(contact_points=[node.address], keyspace="asgard_full",
+                                         username="cassandra", password="cassandra")
+            admin.ensure_schema()
+            break
+        except StoreUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    for cql in ("CREATE ROLE IF NOT EXISTS pipeline WITH LOGIN = true AND PASSWORD = 'pipeline-secret'",
+                "GRANT MODIFY ON KEYSPACE asgard_full TO pipeline", "GRANT SELECT ON KEYSPACE asgard_full TO pipeline"):
+        admin.session.execute(cql)
+    yield node
+    node.stop()
+
+
+def test_a_full_disk_fails_the_step_with_a_typed_error_and_keeps_what_was_stored(
+        nearly_full_node, monkeypatch, dagster_instance):
+    from dagster import EnvVar, job, op
+
+    from asgard_dagster import CassandraIOManager
+    from resources.stores import StoreFullError
+
+    monkeypatch.setenv("ASGARD_TEST_PIPELINE_PASSWORD", "pipeline-secret")
+    io_manager = CassandraIOManager(contact_points=["127.0.0.10"], keyspace="asgard_full", username="pipeline",
+                                    password=EnvVar("ASGARD_TEST_PIPELINE_PASSWORD"))
+    store = CassandraObjectStore(contact_points=["127.0.0.10"], keyspace="asgard_full", username="pipeline",
+                                 password="pipeline-secret")
+    kept = ObjectKey.for_run("before", "step", "result")
+    store.put(kept, {"stored": "before the disk filled"})
+
+    @op
+    def big_output() -> bytes:
+        return np.random.default_rng(0).bytes(3 * 1024 * 1024)
+
+    @job(resource_defs={"io_manager": io_manager})
+    def fills_the_disk():
+        big_output()
+
+    outcomes = []
+    for _ in range(10):  # 3 MiB a run: the node reports full after a few (memtables count)
+        result = fills_the_disk.execute_in_process(instance=dagster_instance, raise_on_error=False)
+        outcomes.append(result.success)
+        if not result.success:
+            failure = next(e for e in result.all_events if e.is_step_failure)
+            text = failure.event_specific_data.error.to_string()
+            break
+        time.sleep(0.5)
+    assert outcomes[0] and not outcomes[-1], outcomes
+    assert "StoreFullError" in text and "Cassandra at 127.0.0.10:9042 refused the write: it is full" in text
+    assert "purge finished runs" in text
+    assert store.get(kept)[0] == {"stored": "before the disk filled"}
+    with pytest.raises(StoreFullError):
+        store.put(kept, {"stored": "after"})
+    assert store.get(kept)[0] == {"stored": "before the disk filled"}

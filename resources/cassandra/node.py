@@ -102,11 +102,14 @@ class CassandraNode(ManagedServer):
         ring_position: int = 1,
         fast_start: bool = True,
         secure: bool | None = None,
+        system_properties: dict[str, str] | None = None,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
         super().__init__(f"cassandra-{index}", workdir or run_dir("cassandra", f"node{index}"), numa_node)
         self.index, self.nodes, self.version = index, nodes, version
+        # extra -D flags for the JVM, e.g. a monitor's interval in a test
+        self.system_properties = dict(system_properties or {})
         self.heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
         self.address = f"127.0.0.{index}"
         self.native_port = native_port
@@ -334,6 +337,7 @@ class CassandraNode(ManagedServer):
             f"-Dcassandra.jmx.local.port={self.jmx_port}",
             *self._jmx_flags(),
             "-Dcassandra-foreground=yes",
+            *(f"-D{k}={v}" for k, v in self.system_properties.items()),
             "-cp", f"{lib}/*",
             "org.apache.cassandra.service.CassandraDaemon",
         ]

@@ -34,7 +34,7 @@ import time
 from typing import Any, Iterator
 
 from .base import MiB, ObjectKey, ObjectStore
-from .errors import SchemaLayoutError, StoreConfigError, StoreUnavailableError
+from .errors import SchemaLayoutError, StoreConfigError, StoreFullError, StoreUnavailableError
 
 # the columns (and their kind) of the two tables: a table of another layout is refused by name
 TABLE_LAYOUT = {"scope": "partition_key", "path": "partition_key", "version": "partition_key",
@@ -107,6 +107,22 @@ def _is_reconnecting(exc: BaseException) -> bool:
     transient = (ConnectionException, OSError, OverloadedErrorMessage, IsBootstrappingErrorMessage)
     return isinstance(exc, NoHostAvailable) and all(
         isinstance(e, transient) for e in (exc.errors or {}).values())
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    """True for a write a replica refused because its data disk is past the node's
+    ``data_disk_usage_percentage_fail_threshold`` guardrail (Cassandra 4.1+; applies to roles
+    that are not superusers, as an application's role should be)."""
+    from cassandra import InvalidRequest
+    from cassandra.cluster import NoHostAvailable
+
+    errors = list((exc.errors or {}).values()) if isinstance(exc, NoHostAvailable) else [exc]
+    return bool(errors) and all(isinstance(e, InvalidRequest) and "disk usage exceeds" in str(e) for e in errors)
+
+
+FULL_HINT = ("Free disk on the replicas: purge finished runs (make_purge_on_success_sensor, or purge_run), "
+             "lower ttl_seconds so old outputs expire sooner, or add disk or nodes (the limit is the node's "
+             "data_disk_usage_percentage_fail_threshold). Outputs already stored are unchanged.")
 
 
 def _is_schema_settling(exc: BaseException) -> bool:
@@ -526,7 +542,7 @@ class CassandraObjectStore(ObjectStore):
         # connection failed CI when that connection had just been closed after a node restart.
 
     def _execute(self, session, statement, params=None, prepare=False):
-        from cassandra import OperationTimedOut, Unavailable
+        from cassandra import InvalidRequest, OperationTimedOut, Unavailable
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
         from cassandra.protocol import ServerError
@@ -554,6 +570,10 @@ class CassandraObjectStore(ObjectStore):
                     time.sleep(0.2)
                     continue
                 raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
+            except InvalidRequest as exc:
+                if _is_disk_full(exc):
+                    raise StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT) from exc
+                raise
 
     @property
     def _reconnect_window(self) -> float:
@@ -655,6 +675,8 @@ class CassandraObjectStore(ObjectStore):
         from cassandra import OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout
         from cassandra.cluster import NoHostAvailable
 
+        if _is_disk_full(exc):
+            return StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT)
         if isinstance(exc, (NoHostAvailable, OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout)):
             return StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc)
         return exc
