@@ -83,6 +83,13 @@ class ManagedServer(abc.ABC):
         if self.is_running():
             self.wait_ready(timeout)
             return time.monotonic() - t0
+        if self.is_ready():
+            # another process (another workdir's, or a leftover) holds the address: waiting for
+            # "ready" would take it for ours and talk to the wrong server
+            raise ServerError(
+                f"{self.name}: its address already answers, but not from a process started from "
+                f"{self.workdir}. Stop that server first (another workdir's instance, or a leftover)."
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.prepare()
         argv = numactl_prefix(self.numa_node) + self.command()

@@ -123,15 +123,23 @@ def test_16_first_puts_at_once_into_a_keyspace_that_does_not_exist(cassandra_nod
 
 @pytest.fixture(scope="module")
 def nearly_full_node(tmp_path_factory):
-    """A node whose data disk counts as full past 4 MiB (Cassandra's disk-usage guardrail with
+    """A node whose data disk counts as full past 32 MiB (Cassandra's disk-usage guardrail with
     a small max disk size, checked every 200 ms), with an application role that is not a
-    superuser: the guardrail spares superusers, as it would an operator."""
+    superuser: the guardrail spares superusers, as it would an operator. The node's own tables
+    took 1-4 MiB of that when it started (an 8 MiB limit was full before the first put once)."""
     from resources.cassandra import CassandraNode
 
     node = CassandraNode(index=10, heap="1G", workdir=tmp_path_factory.mktemp("nearly-full"), authenticate=True,
                          system_properties={"cassandra.disk_usage.monitor_interval_ms": "200"})
-    node.set_overrides({"data_disk_usage_percentage_fail_threshold": 50, "data_disk_usage_max_disk_size": "8MiB"})
+    node.set_overrides({"data_disk_usage_percentage_fail_threshold": 50, "data_disk_usage_max_disk_size": "64MiB"})
     node.start()
+    try:
+        yield from _with_pipeline_role(node)
+    finally:
+        node.stop()  # also when the set-up fails: a leftover node would answer the next run's fixture
+
+
+def _with_pipeline_role(node):
     from resources.stores import StoreUnavailableError
 
     deadline = time.monotonic() + 60
@@ -149,7 +157,6 @@ def nearly_full_node(tmp_path_factory):
                 "GRANT MODIFY ON KEYSPACE asgard_full TO pipeline", "GRANT SELECT ON KEYSPACE asgard_full TO pipeline"):
         admin.session.execute(cql)
     yield node
-    node.stop()
 
 
 def test_a_full_disk_fails_the_step_with_a_typed_error_and_keeps_what_was_stored(
@@ -169,14 +176,14 @@ def test_a_full_disk_fails_the_step_with_a_typed_error_and_keeps_what_was_stored
 
     @op
     def big_output() -> bytes:
-        return np.random.default_rng(0).bytes(3 * 1024 * 1024)
+        return np.random.default_rng(0).bytes(8 * 1024 * 1024)
 
     @job(resource_defs={"io_manager": io_manager})
     def fills_the_disk():
         big_output()
 
     outcomes = []
-    for _ in range(10):  # 3 MiB a run: the node reports full after a few (memtables count)
+    for _ in range(16):  # 8 MiB a run: the node reports full after a few (memtables count)
         result = fills_the_disk.execute_in_process(instance=dagster_instance, raise_on_error=False)
         outcomes.append(result.success)
         if not result.success:

@@ -329,3 +329,19 @@ def test_requirepass_from_environment(tmp_path, monkeypatch):
                 RedisObjectStore(port=server.port, password=password).get(key)
     finally:
         server.stop()
+
+
+def test_a_server_refuses_to_start_where_another_one_answers(tmp_path):
+    """A leftover server on the address would otherwise be taken for the one just started."""
+    from resources.process import ServerError
+
+    port = free_port()
+    first = RedisServer(port=port, workdir=tmp_path / "first")
+    first.start()
+    try:
+        second = RedisServer(port=port, workdir=tmp_path / "second", password=first.password)
+        with pytest.raises(ServerError, match="already answers.*Stop that server first"):
+            second.start()
+        assert first.is_running() and not second.is_running()
+    finally:
+        first.stop()
