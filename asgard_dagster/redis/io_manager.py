@@ -49,10 +49,13 @@ class RedisIOManager(StoreIOManager):
     key_prefix: str = Field(default="asgard", description="First field of every key this IO manager writes.")
     connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
     socket_timeout: float = Field(default=60.0, description="Seconds per pipelined batch of chunk requests.")
+    ssl_ca_file: Optional[str] = Field(
+        default=None, description="PEM CA certificate to verify a TLS server against (its name too); set, every "
+        "connection uses TLS. For `RedisServer(tls=True)`: its tls/ca.pem. None: plain.")
 
     def open_store(self, **store_kwargs) -> RedisObjectStore:
         return RedisObjectStore(
             host=self.host, port=self.port, db=self.db, username=self.username, password=self.password,
             key_prefix=self.key_prefix, connect_timeout=self.connect_timeout, socket_timeout=self.socket_timeout,
-            **store_kwargs,
+            ssl_ca_file=self.ssl_ca_file, **store_kwargs,
         )

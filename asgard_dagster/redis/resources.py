@@ -30,10 +30,14 @@ class RedisResource(ConfigurableResource):
     key_prefix: str = Field(default="asgard", description="First field of every key written through this resource.")
     connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
     socket_timeout: float = Field(default=60.0, description="Seconds per request.")
+    ssl_ca_file: Optional[str] = Field(
+        default=None, description="PEM CA certificate to verify a TLS server against (its name too); set, every "
+        "connection uses TLS. For `RedisServer(tls=True)`: its tls/ca.pem. None: plain.")
 
     def connection_kwargs(self) -> dict:
         return dict(host=self.host, port=self.port, db=self.db, username=self.username, password=self.password,
-                    key_prefix=self.key_prefix, connect_timeout=self.connect_timeout, socket_timeout=self.socket_timeout)
+                    key_prefix=self.key_prefix, connect_timeout=self.connect_timeout, socket_timeout=self.socket_timeout,
+                    ssl_ca_file=self.ssl_ca_file)
 
     def get_store(self, **store_kwargs) -> RedisObjectStore:
         """A :class:`RedisObjectStore` on this connection (``ttl_seconds``, ``codec``, ... as keywords)."""

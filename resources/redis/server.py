@@ -49,6 +49,8 @@ class RedisServer(ManagedServer):
         maxmemory: Redis ``maxmemory`` (``"2gb"``, ``"512mb"`` or bytes); writes beyond it fail.
         password: ``requirepass``; ``None`` reads ``ASGARD_REDIS_PASSWORD`` (empty: no password).
         io_threads: Redis ``io-threads`` (socket I/O threads; 1 = Redis's default single thread).
+        tls: serve TLS only, on ``port``, with a local CA and a certificate for ``host`` made in
+            ``workdir/tls`` (:mod:`resources.cassandra.tls`); clients trust :attr:`ca_file`.
     """
 
     start_timeout = 30.0
@@ -62,6 +64,7 @@ class RedisServer(ManagedServer):
         io_threads: int = 1,
         numa_node: int | None = None,
         workdir: Path | None = None,
+        tls: bool = False,
     ):
         if not re.fullmatch(r"\d+([kmg]b?)?", str(maxmemory).lower()):
             raise ValueError(f"maxmemory {maxmemory!r} is not a Redis memory size (e.g. 2gb, 512mb, 1073741824)")
@@ -70,6 +73,12 @@ class RedisServer(ManagedServer):
         self.maxmemory = str(maxmemory).lower()
         self.password = password if password is not None else (os.environ.get(PASSWORD_ENV) or None)
         self.io_threads = io_threads
+        self.tls = tls
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate TLS clients trust (``ssl_ca_file``); None without TLS."""
+        return self.workdir / "tls" / "ca.pem" if self.tls else None
 
     @property
     def config_file(self) -> Path:
@@ -79,7 +88,7 @@ class RedisServer(ManagedServer):
         lines = [
             "# written by resources/redis/server.py on every start; edit RedisServer's arguments instead",
             f"bind {self.host}",
-            f"port {self.port}",
+            f"port {0 if self.tls else self.port}",  # with TLS, no plain-text port at all
             "protected-mode yes",
             "daemonize no",
             'logfile ""',  # stdout, i.e. ManagedServer's server.log
@@ -97,10 +106,18 @@ class RedisServer(ManagedServer):
         ]
         if self.password:
             lines.append(f"requirepass {self.password}")
+        if self.tls:
+            d = self.workdir / "tls"
+            lines += [f"tls-port {self.port}", f"tls-cert-file {d / 'node.pem'}", f"tls-key-file {d / 'node.key'}",
+                      f"tls-ca-cert-file {d / 'ca.pem'}", "tls-auth-clients no"]
         return "\n".join(lines) + "\n"
 
     def prepare(self) -> None:
         redis_binary()
+        if self.tls:
+            from ..cassandra.tls import ensure_node_certificate
+
+            ensure_node_certificate(self.workdir / "tls", self.host)
         self.config_file.write_text(self.config_text())
         self.config_file.chmod(0o600)  # it may hold requirepass
 
@@ -110,6 +127,8 @@ class RedisServer(ManagedServer):
     def client(self, **kwargs):
         import redis
 
+        if self.tls:
+            kwargs.update(ssl=True, ssl_ca_certs=str(self.ca_file), ssl_check_hostname=True)
         return redis.Redis(host=self.host, port=self.port, password=self.password,
                            socket_connect_timeout=1.0, socket_timeout=5.0, **kwargs)
 

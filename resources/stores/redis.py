@@ -42,7 +42,7 @@ from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, unpack_head
 from .errors import StoreConfigError, StoreError, StoreFullError, StoreUnavailableError
 
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
-              "or point host/port at your Redis.")
+              "or point host/port at your Redis (a server that speaks only TLS needs ssl_ca_file).")
 MANIFEST = "manifest"
 PASSWORD_ENV = "ASGARD_REDIS_PASSWORD"  # requirepass of the local server (resources.redis.RedisServer)
 _VERSION_CHUNK = re.compile(r"[0-9a-f]{32}:\d+")
@@ -64,18 +64,22 @@ _pools_lock = threading.Lock()
 
 
 def connection_pool(host: str, port: int, db: int, username: str | None, password: str | None,
-                    connect_timeout: float, socket_timeout: float, max_connections: int = 64):
-    """One redis-py ``ConnectionPool`` per process and endpoint (a forked step makes its own)."""
+                    connect_timeout: float, socket_timeout: float, max_connections: int = 64,
+                    ssl_ca_file: str | None = None):
+    """One redis-py ``ConnectionPool`` per process and endpoint (a forked step makes its own);
+    TLS (verifying the server against ``ssl_ca_file`` and its name) when a CA file is given."""
     import redis
 
-    cache_key = (os.getpid(), host, port, db, username, password, connect_timeout, socket_timeout)
+    cache_key = (os.getpid(), host, port, db, username, password, connect_timeout, socket_timeout, ssl_ca_file)
     with _pools_lock:
         pool = _pools.get(cache_key)
         if pool is None:
+            tls = dict(connection_class=redis.SSLConnection, ssl_ca_certs=ssl_ca_file, ssl_cert_reqs="required",
+                       ssl_check_hostname=True) if ssl_ca_file else {}
             pool = _pools[cache_key] = redis.ConnectionPool(
                 host=host, port=port, db=db, username=username, password=password,
                 socket_connect_timeout=connect_timeout, socket_timeout=socket_timeout,
-                socket_keepalive=True, max_connections=max_connections,
+                socket_keepalive=True, max_connections=max_connections, **tls,
             )
         return pool
 
@@ -115,6 +119,7 @@ class RedisObjectStore(ObjectStore):
         key_prefix: str = "asgard",
         connect_timeout: float = 5.0,
         socket_timeout: float = 60.0,
+        ssl_ca_file: str | None = None,
         **kwargs,
     ):
         kwargs.setdefault("chunk_size", 4 * MiB)
@@ -129,6 +134,10 @@ class RedisObjectStore(ObjectStore):
         self.username, self.password = username, password
         self.key_prefix = key_prefix
         self.connect_timeout, self.socket_timeout = connect_timeout, socket_timeout
+        if ssl_ca_file is not None and not os.path.isfile(ssl_ca_file):
+            raise StoreConfigError(f"ssl_ca_file {ssl_ca_file!r} is not a file: give the PEM CA certificate "
+                                   "that signed the server's (for `RedisServer(tls=True)`: its tls/ca.pem)")
+        self.ssl_ca_file = ssl_ca_file
 
     # --- connection -------------------------------------------------------------------
     @property
@@ -136,7 +145,7 @@ class RedisObjectStore(ObjectStore):
         import redis
 
         pool = connection_pool(self.host, self.port, self.db, self.username, self.password,
-                               self.connect_timeout, self.socket_timeout, max(64, self.concurrency))
+                               self.connect_timeout, self.socket_timeout, max(64, self.concurrency), self.ssl_ca_file)
         return redis.Redis(connection_pool=pool)
 
     def _where(self) -> str:
