@@ -12,6 +12,7 @@ from pydantic import Field
 from resources.stores.cassandra import CassandraObjectStore
 
 from ..io_manager import StoreIOManager, resolved
+from .resources import TLS_FIELDS
 
 
 class CassandraIOManager(StoreIOManager):
@@ -52,20 +53,10 @@ class CassandraIOManager(StoreIOManager):
     consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes.")
     username: Optional[str] = Field(default=None, description="User for PasswordAuthenticator; pass EnvVar('...').")
     password: Optional[str] = Field(default=None, description="Password for PasswordAuthenticator; pass EnvVar('...').")
-    ssl_ca_file: Optional[str] = Field(
-        default=None,
-        description="PEM file of the CA that signed the nodes' certificates; set, every connection uses TLS (1.2+) "
-        "and trusts only this CA. For a node of `asgard cassandra up --secure`: its conf/tls/ca.pem. None: plain.",
-    )
-    ssl_certfile: Optional[str] = Field(
-        default=None, description="PEM client certificate, for a cluster that requires one (require_client_auth); "
-        "needs ssl_ca_file.")
-    ssl_keyfile: Optional[str] = Field(default=None, description="PEM private key of ssl_certfile (if not in it).")
-    ssl_verify_hostname: bool = Field(
-        default=True,
-        description="Check that each node's certificate names the address it is reached at (a secure local node "
-        "has its IP in the SAN). False checks the CA signature only.",
-    )
+    ssl_ca_file: Optional[str] = Field(default=None, description=TLS_FIELDS["ssl_ca_file"])
+    ssl_certfile: Optional[str] = Field(default=None, description=TLS_FIELDS["ssl_certfile"])
+    ssl_keyfile: Optional[str] = Field(default=None, description=TLS_FIELDS["ssl_keyfile"])
+    ssl_verify_hostname: bool = Field(default=True, description=TLS_FIELDS["ssl_verify_hostname"])
     connect_timeout: float = Field(default=5.0, description="Seconds to wait for the cluster before failing with 'unreachable'.")
     durable_writes: bool = Field(
         default=False,
