@@ -31,7 +31,7 @@ setup(
     version="0.1.0",
     description="A Dagster IO manager that keeps ephemeral inter-op data in a self-tuning, NUMA-pinned Apache Cassandra",
     packages=find_packages(include=["asgard_dagster*", "tuner*", "resources*", "pipelines*"]),
-    package_data={"resources": ["cassandra/pom.xml"], "tuner": ["data/*"], "pipelines": ["data/*"]},
+    package_data={"resources": ["cassandra/pom.xml", "network/profiles.yaml"], "tuner": ["data/*"], "pipelines": ["data/*"]},
     python_requires=">=3.10",
     install_requires=CORE,
     extras_require={"tune": TUNE, "apps": APPS, "test": TEST, "all": sorted(set(TUNE + APPS + TEST))},

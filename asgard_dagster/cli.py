@@ -3,7 +3,7 @@
     asgard cassandra up [--nodes N] [--set knob=value ...]   install on first use, start, wait for CQL
     asgard cassandra status | down | restart [--set knob=value]
     asgard redis|minio up | down | status                     the baseline servers
-    asgard stores up | down | status                          all three at once
+    asgard stores up | down | status [--network cloud]        all three at once (behind a network profile)
     asgard bench io [--json]                                  store throughput and memory, every backend
     asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
     asgard bench dynamic [--json]                             bursts of apps: static default, static tuned, Asgard
@@ -162,8 +162,28 @@ def stores():
     """Cassandra, Redis and MinIO together."""
 
 
+def _network_option(help_extra: str = ""):
+    from resources.network import profile_names
+
+    return click.option("--network", "network", default="loopback", show_default=True,
+                        type=click.Choice(profile_names()),
+                        help="Network profile (resources/network/profiles.yaml): under one other than loopback each "
+                        "server runs in a namespace of its own behind the profile's link." + help_extra)
+
+
 @stores.command("up")
-def stores_up():
+@_network_option()
+def stores_up(network):
+    if network != "loopback":
+        from resources.network import Deployment
+
+        deployment = Deployment(network)
+        for name, seconds in deployment.up().items():
+            click.echo(f"{name} ready in {seconds:.1f}s")
+        _print_status(deployment.status(), False)
+        for row in deployment.status():
+            click.echo(f"{row['name']:<14} {row['namespace']}: {row['link']}")
+        return
     cluster = _cluster(None)
     cluster.start()
     servers = [_baseline("redis"), _baseline("minio")]
@@ -173,7 +193,15 @@ def stores_up():
 
 
 @stores.command("down")
-def stores_down():
+@_network_option()
+def stores_down(network):
+    if network != "loopback":
+        from resources.network import Deployment, leftovers
+
+        Deployment(network).down()
+        left = leftovers()
+        click.echo(f"stopped; namespaces and links removed (left: {left})")
+        return
     _cluster(None).stop()
     for kind in ("redis", "minio"):
         _baseline(kind).stop()
@@ -181,8 +209,14 @@ def stores_down():
 
 
 @stores.command("status")
+@_network_option()
 @click.option("--json", "as_json", is_flag=True)
-def stores_status(as_json):
+def stores_status(network, as_json):
+    if network != "loopback":
+        from resources.network import Deployment
+
+        _print_status(Deployment(network).status(), as_json)
+        return
     _print_status(_cluster(None).status() + [_baseline(k).status() for k in ("redis", "minio")], as_json)
 
 
@@ -209,8 +243,11 @@ def bench():
               help="16 MiB outputs of one run written to measure each Cassandra instance's share (0 skips).")
 @click.option("--warmup/--no-warmup", default=True, show_default=True,
               help="One untimed pass over every backend first (JIT, connections).")
+@click.option("--small-seconds", default=30.0, show_default=True,
+              help="Time bound of each backend's 10 KiB measurement (fewer objects on a slow link).")
+@_network_option(" Its servers are started and left running (`asgard stores down --network ...` stops them).")
 def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
-             spread_outputs, warmup):
+             spread_outputs, warmup, small_seconds, network):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
     from .bench.io import print_table, run_io_bench
@@ -220,6 +257,7 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
         sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
         small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
         nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
+        network=network, small_seconds=small_seconds,
     )
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -27,10 +27,13 @@ class ManagedServer(abc.ABC):
     #: seconds ``start`` waits for :meth:`is_ready`
     start_timeout: float = 120.0
 
-    def __init__(self, name: str, workdir: Path, numa_node: int | None = None):
+    def __init__(self, name: str, workdir: Path, numa_node: int | None = None, netns: str | None = None):
         self.name = name
         self.workdir = Path(workdir)
         self.numa_node = numa_node
+        # a Linux network namespace to run in (``ip netns exec``): the server is then reached
+        # over that namespace's link (resources.network), as a remote host would be
+        self.netns = netns
 
     # --- what a concrete server says -------------------------------------------------
     @abc.abstractmethod
@@ -92,7 +95,7 @@ class ManagedServer(abc.ABC):
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.prepare()
-        argv = numactl_prefix(self.numa_node) + self.command()
+        argv = self.netns_prefix() + numactl_prefix(self.numa_node) + self.command()
         with open(self.log_file, "ab") as log:
             log.write(f"\n=== start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n".encode())
             log.flush()
@@ -108,6 +111,15 @@ class ManagedServer(abc.ABC):
         self.pid_file.write_text(str(proc.pid))
         self.wait_ready(timeout, proc)
         return time.monotonic() - t0
+
+    def netns_prefix(self) -> list[str]:
+        """``ip netns exec NS`` for a server in a namespace (it execs in place: the pid stays the
+        server's), or nothing."""
+        if self.netns is None:
+            return []
+        from .network.namespace import netns_exec_prefix
+
+        return netns_exec_prefix(self.netns)
 
     def wait_ready(self, timeout: float | None = None, proc: subprocess.Popen | None = None) -> None:
         deadline = time.monotonic() + (timeout or self.start_timeout)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All set-up on a fresh machine, idempotent: system packages, the Python environment in
-# .venv, the Cassandra jars and the MinIO binary. Later runs reuse what is there.
+# .venv, the Cassandra jars, the MinIO and Toxiproxy binaries. Later runs reuse what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -12,6 +12,8 @@ command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v numactl >/dev/null || need_apt+=(numactl)
+# `ip netns`, `ip link` and `tc` for the network profiles (resources/network)
+{ command -v ip >/dev/null && command -v tc >/dev/null; } || need_apt+=(iproute2)
 command -v ffmpeg >/dev/null || true
 if [ ${#need_apt[@]} -gt 0 ]; then
   say "apt-get install ${need_apt[*]}"
@@ -40,4 +42,6 @@ say "Cassandra jars (mvn, once)"
 
 say "MinIO (go install once, about 4 minutes the first time)"
 .venv/bin/python -c "from resources.minio import install_minio; print(install_minio(quiet=False))"
+say "Toxiproxy (go install once, seconds): the delay and per-connection rate of the network profiles"
+.venv/bin/python -c "from resources.network.toxiproxy import install_toxiproxy; print(install_toxiproxy())"
 say "set-up done"

@@ -132,9 +132,10 @@ def _quiet_dagster_logs():
 
 
 def open_peer(name: str, **kwargs):
-    """Our store ``name`` (:func:`open_store`, ``kwargs`` to it), or the stock peer for ``s3_stock``."""
+    """Our store ``name`` (:func:`open_store`, ``kwargs`` to it), or the stock peer for ``s3_stock``
+    (``endpoint_url`` only: the MinIO it reaches)."""
     if name == "s3_stock":
-        return StockS3Peer()
+        return StockS3Peer(**{k: v for k, v in kwargs.items() if k == "endpoint_url"})
     return open_store(name, **kwargs)
 
 
@@ -145,20 +146,13 @@ class ServerCpu:
         self.servers = servers
 
     @classmethod
-    def for_backend(cls, backend: str, cassandra_nodes: list | None = None) -> "ServerCpu":
-        if backend == "cassandra":
-            from resources.cassandra import CassandraNode
+    def for_backend(cls, backend: str, cassandra_nodes: list | None = None, deployment=None) -> "ServerCpu":
+        from resources.network import Deployment
 
-            return cls(cassandra_nodes or [CassandraNode()])
-        if backend == "redis":
-            from resources.redis import RedisServer
-
-            return cls([RedisServer()])
-        if backend in ("s3", "s3_stock"):
-            from resources.minio import MinioServer
-
-            return cls([MinioServer()])
-        return cls([])  # local files: no server
+        if backend == "cassandra" and cassandra_nodes:
+            return cls(cassandra_nodes)
+        server = (deployment or Deployment()).server(backend)
+        return cls([server] if server is not None else [])  # local files: no server
 
     def seconds(self) -> float | None:
         if not self.servers:
@@ -221,9 +215,19 @@ def _first_put_ms(backend: str, kwargs: dict, scope: str) -> float:
     return _run_probe(_FIRST_PUT_PROBE, kwargs, backend, scope)["first_put_ms"]
 
 
-def _small_ops(store, count: int) -> float:
+def _small_ops(store, count: int, budget_s: float | None = None) -> float:
+    """Put+get ops/s of ``count`` 10 KiB objects (all puts, then all gets); with ``budget_s``, fewer
+    objects when 10 probe pairs say ``count`` would take longer (a store 50 ms away)."""
     payload = np.random.default_rng(0).bytes(SMALL_BYTES)
     scope = f"bench-{uuid.uuid4().hex[:8]}"
+    if budget_s:
+        probe = ObjectKey.for_run(scope, "probe", "0")
+        t0 = time.perf_counter()
+        for _ in range(10):
+            store.put(probe, payload)
+            store.get(probe)
+        per_pair = (time.perf_counter() - t0) / 10
+        count = max(10, min(count, int(budget_s / per_pair)))
     keys = [ObjectKey.for_run(scope, "small", str(i)) for i in range(count)]
     t0 = time.perf_counter()
     for key in keys:
@@ -317,18 +321,30 @@ def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16
 
 def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 2000, repeat: int = 3,
                  memory_mib: int = 256, progress: bool = True, first_puts: int = 3, nodes: int = 1,
-                 replication_factor: int = 1, spread_outputs: int = 6, warmup: bool = True) -> list[dict]:
-    """Rows ``{backend, object_bytes, write_mb_s, read_mb_s, ops_s, ...}``: throughput with server
-    CPU per GB, 10 KiB ops/s with the first put of a fresh process, memory, and (Cassandra) the
-    spread of one run over the instances. ``nodes > 1`` runs Cassandra on a ring of its own."""
+                 replication_factor: int = 1, spread_outputs: int = 6, warmup: bool = True,
+                 network: str = "loopback", small_seconds: float = 30.0) -> list[dict]:
+    """Rows ``{backend, object_bytes, write_mb_s, read_mb_s, ops_s, network, ...}``: throughput with
+    server CPU per GB, 10 KiB ops/s with the first put of a fresh process, memory, and (Cassandra)
+    the spread of one run over the instances. ``nodes > 1`` runs Cassandra on a ring of its own.
+    ``network``: a profile of :mod:`resources.network`; its servers are started (and left running)
+    in their namespaces behind the profile's links. ``small_seconds`` bounds each backend's 10 KiB
+    measurement (fewer objects on a slow link)."""
     from contextlib import ExitStack
 
     from rich.progress import Progress
 
+    from resources.network import Deployment
+
+    deployment = Deployment(network, cassandra_heap="1G" if network != "loopback" else None)
+    if deployment.emulated:
+        if nodes > 1:
+            raise ValueError("--nodes > 1 runs on loopback only: a profile puts one instance per store behind its link")
+        deployment.up(tuple(b for b in backends if b != "local"))
     with ExitStack() as stack:
-        cassandra_nodes, kwargs = None, {b: {} for b in backends}
+        cassandra_nodes = None
+        kwargs = {b: deployment.store_kwargs(b) for b in backends}
         if "cassandra" in backends:
-            from resources.cassandra import CassandraCluster, CassandraNode
+            from resources.cassandra import CassandraCluster
 
             if nodes > 1:
                 ring = CassandraCluster(nodes=nodes, first_index=11, heap="1G")
@@ -338,13 +354,13 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                 kwargs["cassandra"] = {"contact_points": ring.contact_points,
                                        "replication_factor": replication_factor, "keyspace": "asgard_ring"}
             else:
-                cassandra_nodes = [CassandraNode()]
-                # a secure local node (`asgard cassandra up --secure`): its CA and superuser
-                kwargs["cassandra"] = cassandra_nodes[0].client_options()
+                # the profile's node; on loopback a secure local node (`asgard cassandra up --secure`)
+                # comes with its CA and superuser in store_kwargs
+                cassandra_nodes = [deployment.server("cassandra")]
         stores = {b: open_peer(b, **kwargs[b]) for b in backends}
         for store in stores.values():
             store.ping()
-        cpus = {b: ServerCpu.for_backend(b, cassandra_nodes) for b in backends}
+        cpus = {b: ServerCpu.for_backend(b, cassandra_nodes, deployment) for b in backends}
         rows: list[dict] = []
         if warmup:
             # untimed: a JVM's JIT (Cassandra after a restart) and every client's first
@@ -352,7 +368,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
             for backend, store in stores.items():
                 for size in sizes_mib:
                     _throughput(store, size, 1, ServerCpu([]))
-                _small_ops(store, max(1, small_ops // 4))
+                _small_ops(store, max(1, small_ops // 4), small_seconds / 4)
         steps = len(backends) * (len(sizes_mib) + 1 + (1 if memory_mib else 0)) + (1 if cassandra_nodes else 0)
         with Progress(disable=not progress, transient=True) as bar:
             task = bar.add_task("bench io", total=steps)
@@ -371,7 +387,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                 bar.update(task, description=f"{backend} 10 KiB ops")
                 times = sorted(first[backend])
                 rows.append({"backend": backend, "object_bytes": SMALL_BYTES, "write_mb_s": None, "read_mb_s": None,
-                             "ops_s": round(_small_ops(store, small_ops), 1),
+                             "ops_s": round(_small_ops(store, small_ops, small_seconds), 1),
                              "first_put_ms": round(times[len(times) // 2], 1) if times else None})
                 if first_puts:
                     store.purge_scope(f"run/{scope}")
@@ -391,6 +407,8 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                 rows.append({"backend": "cassandra", "object_bytes": result["output_bytes"], "write_mb_s": None,
                              "read_mb_s": None, "ops_s": None, "spread": result})
                 bar.advance(task)
+        for row in rows:
+            row["network"] = network
         return rows
 
 
@@ -407,7 +425,8 @@ def print_table(rows: list[dict]) -> None:
             by_size.setdefault(row["object_bytes"], {})[row["backend"]] = row
     backends = {row["backend"] for row in rows}
     peer = "s3" if "s3" in backends else "local"
-    table = Table(title=f"asgard bench io (best of repeats; ratios against {peer} in the same run)")
+    network = rows[0].get("network", "loopback") if rows else "loopback"
+    table = Table(title=f"asgard bench io, network {network} (best of repeats; ratios against {peer} in the same run)")
     for col in ("backend", "object", "write MB/s", "read MB/s", "ops/s (10 KiB)", f"write vs {peer}",
                 f"read vs {peer}", f"ops vs {peer}", "server CPU s/GB w / r", "first put ms",
                 "extra mem write", "extra mem read"):

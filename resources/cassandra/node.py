@@ -103,15 +103,18 @@ class CassandraNode(ManagedServer):
         fast_start: bool = True,
         secure: bool | None = None,
         system_properties: dict[str, str] | None = None,
+        address: str | None = None,
+        netns: str | None = None,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
-        super().__init__(f"cassandra-{index}", workdir or run_dir("cassandra", f"node{index}"), numa_node)
+        super().__init__(f"cassandra-{index}", workdir or run_dir("cassandra", f"node{index}"), numa_node, netns)
         self.index, self.nodes, self.version = index, nodes, version
         # extra -D flags for the JVM, e.g. a monitor's interval in a test
         self.system_properties = dict(system_properties or {})
         self.heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
-        self.address = f"127.0.0.{index}"
+        # another address than 127.0.0.index: a node in a network namespace (resources.network)
+        self.address = address or f"127.0.0.{index}"
         self.native_port = native_port
         self.jmx_port = JMX_BASE_PORT + index - 1
         self.authenticate = authenticate
@@ -406,7 +409,8 @@ class CassandraNode(ManagedServer):
         from .nodetool import nodetool
 
         credentials = (SUPERUSER, self.nodetool_password_file) if self.secure else None
-        return nodetool(self.jmx_port, *args, version=self.version, timeout=timeout, credentials=credentials)
+        return nodetool(self.jmx_port, *args, version=self.version, timeout=timeout, credentials=credentials,
+                        prefix=self.netns_prefix())
 
     def settings(self, names: list[str] | None = None) -> dict[str, str]:
         """Effective settings from ``system_views.settings`` (all, or just ``names``)."""

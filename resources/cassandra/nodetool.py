@@ -24,14 +24,16 @@ class NodetoolError(RuntimeError):
 
 
 def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeout: float = 120,
-             credentials: tuple[str, Path] | None = None) -> str:
+             credentials: tuple[str, Path] | None = None, prefix: list[str] | None = None) -> str:
     """Run ``nodetool args`` against the JMX port; ``credentials`` (user, file of ``user password``
-    lines) for a node with JMX authentication: the password goes by file, never on the command line."""
+    lines) for a node with JMX authentication: the password goes by file, never on the command line.
+    ``prefix``: run it so (``ip netns exec NS`` for a node in a namespace, whose JMX is on its loopback)."""
     lib = install(version)
     logback = cache_dir("cassandra") / "nodetool-logback.xml"
     if not logback.exists() or logback.read_text() != QUIET_LOGBACK:
         logback.write_text(QUIET_LOGBACK)
     cmd = [
+        *(prefix or []),
         shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         *JVM17_FLAGS, "-Dcassandra.logdir=/tmp",
         f"-Dlogback.configurationFile=file://{logback}",

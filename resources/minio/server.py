@@ -111,8 +111,9 @@ class MinioServer(ManagedServer):
         version: str = MINIO_VERSION,
         numa_node: int | None = None,
         workdir: Path | None = None,
+        netns: str | None = None,
     ):
-        super().__init__("minio", workdir or run_dir("minio"), numa_node)
+        super().__init__("minio", workdir or run_dir("minio"), numa_node, netns)
         self.host, self.port, self.console_port = host, port, console_port
         self.bucket, self.version = bucket, version
         self.access_key, self.secret_key = local_credentials()

@@ -51,6 +51,7 @@ class RedisServer(ManagedServer):
         io_threads: Redis ``io-threads`` (socket I/O threads; 1 = Redis's default single thread).
         tls: serve TLS only, on ``port``, with a local CA and a certificate for ``host`` made in
             ``workdir/tls`` (:mod:`resources.cassandra.tls`); clients trust :attr:`ca_file`.
+        netns: run in this network namespace (:mod:`resources.network`); ``host`` is then its address.
     """
 
     start_timeout = 30.0
@@ -65,10 +66,11 @@ class RedisServer(ManagedServer):
         numa_node: int | None = None,
         workdir: Path | None = None,
         tls: bool = False,
+        netns: str | None = None,
     ):
         if not re.fullmatch(r"\d+([kmg]b?)?", str(maxmemory).lower()):
             raise ValueError(f"maxmemory {maxmemory!r} is not a Redis memory size (e.g. 2gb, 512mb, 1073741824)")
-        super().__init__("redis", workdir or run_dir("redis"), numa_node)
+        super().__init__("redis", workdir or run_dir("redis"), numa_node, netns)
         self.host, self.port = host, port
         self.maxmemory = str(maxmemory).lower()
         self.password = password if password is not None else (os.environ.get(PASSWORD_ENV) or None)
@@ -89,7 +91,9 @@ class RedisServer(ManagedServer):
             "# written by resources/redis/server.py on every start; edit RedisServer's arguments instead",
             f"bind {self.host}",
             f"port {0 if self.tls else self.port}",  # with TLS, no plain-text port at all
-            "protected-mode yes",
+            # in a namespace of resources.network the only way in is the /30 veth from this host,
+            # which protected mode would refuse as "external"
+            f"protected-mode {'no' if self.netns else 'yes'}",
             "daemonize no",
             'logfile ""',  # stdout, i.e. ManagedServer's server.log
             f"dir {self.workdir}",

@@ -128,7 +128,9 @@ class RedisObjectStore(ObjectStore):
             raise StoreConfigError(f"key_prefix {key_prefix!r} must be non-empty without ':', '#' or whitespace")
         if db < 0:
             raise StoreConfigError(f"db must be >= 0, got {db}")
-        if password is None and host in ("127.0.0.1", "localhost", "::1"):
+        from ..network.profile import is_project_host
+
+        if password is None and is_project_host(host):
             password = os.environ.get(PASSWORD_ENV) or None  # the local server's requirepass, if set
         self.host, self.port, self.db = host, port, db
         self.username, self.password = username, password

@@ -54,8 +54,10 @@ _clients_lock = threading.Lock()
 
 
 def is_local_endpoint(endpoint_url: str | None) -> bool:
-    host = urlparse(endpoint_url or "").hostname or ""
-    return host in ("127.0.0.1", "localhost", "::1")
+    """True for the project's own MinIO: on loopback, or in a namespace of resources.network."""
+    from ..network.profile import is_project_host
+
+    return is_project_host(urlparse(endpoint_url or "").hostname)
 
 
 def resolve_credentials(endpoint_url: str | None, access_key: str | None, secret_key: str | None,
