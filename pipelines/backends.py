@@ -17,16 +17,23 @@ from resources.paths import run_dir
 BACKENDS = ("cassandra", "redis", "s3", "s3_stock", "local", "fs_stock")
 
 
-def io_manager_for(backend: str):
+def io_manager_for(backend: str, network: str = "loopback"):
+    """The IO manager of ``backend``; under a ``network`` profile (:mod:`resources.network`) it
+    reaches the profile's server, through the profile's link."""
     from asgard_dagster import (
         CassandraIOManager, LocalIOManager, RedisIOManager, S3IOManager, stock_s3_pickle_io_manager,
     )
 
+    endpoint: dict = {}
+    if network != "loopback":
+        from resources.network import Deployment
+
+        endpoint = Deployment(network).store_kwargs(backend)
     factories = {
-        "cassandra": CassandraIOManager,
-        "redis": RedisIOManager,
-        "s3": S3IOManager,
-        "s3_stock": stock_s3_pickle_io_manager,
+        "cassandra": lambda: CassandraIOManager(**endpoint),
+        "redis": lambda: RedisIOManager(**endpoint),
+        "s3": lambda: S3IOManager(**endpoint),
+        "s3_stock": lambda: stock_s3_pickle_io_manager(**endpoint),
         "local": lambda: LocalIOManager(base_dir=str(run_dir("local_store"))),
         "fs_stock": lambda: dg.FilesystemIOManager(base_dir=str(run_dir("fs_stock"))),
     }

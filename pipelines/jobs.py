@@ -54,7 +54,8 @@ PRELOAD = ["pipelines.jobs", "pipelines.data", "numpy", "av", "PIL.Image", "torc
            "lightgbm", "sklearn.decomposition", "sklearn.model_selection"]
 
 
-def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str = "forkserver") -> dg.JobDefinition:
+def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str = "forkserver",
+             network: str = "loopback") -> dg.JobDefinition:
     """The job of ``app`` with ``io_manager`` bound to ``backend`` and the multiprocess executor.
 
     ``start_method`` is how the executor starts each step's process: ``"forkserver"`` (default)
@@ -62,6 +63,7 @@ def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str 
     per step on this machine, and the heavy libraries of :data:`PRELOAD`: several seconds
     per torch step), ``"spawn"`` (Dagster's default) starts a fresh interpreter per step.
     Scripts that run these jobs need the ``if __name__ == "__main__":`` guard either way.
+    ``network``: the profile (:mod:`resources.network`) whose server of ``backend`` the IO manager uses.
     """
     from pipelines.backends import io_manager_for
 
@@ -73,9 +75,10 @@ def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str 
         name=f"multiprocess_{start_method}_{max_concurrent}")
     return APPS[app].to_job(
         name=f"{app}__{backend}",
-        resource_defs={"io_manager": io_manager_for(backend)},
+        resource_defs={"io_manager": io_manager_for(backend, network)},
         executor_def=executor,
-        tags={"asgard/app": app, "asgard/backend": backend, "asgard/fanout_kind": FANOUT_KIND[app]},
+        tags={"asgard/app": app, "asgard/backend": backend, "asgard/fanout_kind": FANOUT_KIND[app],
+              "asgard/network": network},
     )
 
 
@@ -113,7 +116,8 @@ def io_events(instance: dg.DagsterInstance, run_id: str) -> tuple[list[tuple[str
 
 def run_app(app: str, backend: str, fanout: int | None = None, scale: float | None = None,
             instance: dg.DagsterInstance | None = None, max_concurrent: int = 2,
-            start_method: str = "forkserver", raise_on_error: bool = True, **extra: Any) -> AppRun:
+            start_method: str = "forkserver", raise_on_error: bool = True, network: str = "loopback",
+            **extra: Any) -> AppRun:
     """Run ``app`` on ``backend`` end to end (reconstructable, multiprocess) and load its result.
 
     Without ``instance``, a temporary local instance is made and removed afterwards.
@@ -122,9 +126,9 @@ def run_app(app: str, backend: str, fanout: int | None = None, scale: float | No
         with tempfile.TemporaryDirectory(prefix="asgard-dagster-") as tmp:
             with dg.DagsterInstance.local_temp(tempdir=tmp) as inst:
                 return run_app(app, backend, fanout, scale, inst, max_concurrent, start_method,
-                               raise_on_error, **extra)
+                               raise_on_error, network, **extra)
     job = dg.build_reconstructable_job("pipelines.jobs", "make_job",
-                                       reconstructable_args=(app, backend, max_concurrent, start_method))
+                                       reconstructable_args=(app, backend, max_concurrent, start_method, network))
     t0 = time.perf_counter()
     with dg.execute_job(job, instance=instance, run_config=run_config(app, fanout, scale, **extra),
                         raise_on_error=raise_on_error) as res:

@@ -185,6 +185,7 @@ class BenchConfig:
     fresh_cassandra: bool = False  # restart Cassandra on its default config even if it already is
     max_concurrent: int = 2
     warmup: bool = True            # one untimed run first (starts the executor's forkserver, imports)
+    network: str = "loopback"      # the profile of resources.network the stores are reached over
 
     def effective_backends(self) -> list[str]:
         out = []
@@ -217,22 +218,11 @@ class BenchConfig:
 
 
 # --- servers -------------------------------------------------------------------------------------
-def server_for(backend: str):
-    """The managed server process a backend stores into (None for local files)."""
-    b = PIPELINE_BACKEND.get(backend, backend)
-    if b == "cassandra":
-        from resources.cassandra import CassandraNode
+def server_for(backend: str, network: str = "loopback"):
+    """The managed server process a backend stores into under ``network`` (None for local files)."""
+    from resources.network import Deployment
 
-        return CassandraNode()
-    if b == "redis":
-        from resources.redis import RedisServer
-
-        return RedisServer()
-    if b in ("s3", "s3_stock"):
-        from resources.minio import MinioServer
-
-        return MinioServer()
-    return None
+    return Deployment(network).server(PIPELINE_BACKEND.get(backend, backend))
 
 
 class CassandraConfigurator:
@@ -321,7 +311,7 @@ def _md(metadata: dict, key: str) -> Any:
     return getattr(v, "value", v) if v is not None else None
 
 
-def _stored_size(uri: str | None, path: str | None, backend: str) -> int | None:
+def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str | None = None) -> int | None:
     """Size of a stock manager's stored object (after the run, outside the timed window)."""
     try:
         if backend == "fs_stock" and path:
@@ -329,16 +319,32 @@ def _stored_size(uri: str | None, path: str | None, backend: str) -> int | None:
         if backend == "s3_stock" and uri and uri.startswith("s3://"):
             from resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials, s3_client
 
+            endpoint = endpoint or LOCAL_ENDPOINT
             bucket, key = uri[5:].split("/", 1)
-            access, secret = resolve_credentials(LOCAL_ENDPOINT, None, None)
-            client = s3_client(LOCAL_ENDPOINT, "us-east-1", access, secret, None, 10, 10, 60)
+            access, secret = resolve_credentials(endpoint, None, None)
+            client = s3_client(endpoint, "us-east-1", access, secret, None, 10, 10, 60)
             return int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
     except Exception:
         return None
     return None
 
 
-def measure_run(instance, run_id: str, backend: str) -> dict[str, Any]:
+def step_parallelism(spans: list[tuple[float, float]]) -> tuple[float, int]:
+    """``(mean, max)`` steps running at once over the steps' ``(start, end)`` spans: mean is the
+    steps' summed time over the span from the first start to the last end."""
+    spans = [(a, b) for a, b in spans if b is not None and b >= a]
+    if not spans:
+        return 0.0, 0
+    total = sum(b - a for a, b in spans)
+    width = max(b for _, b in spans) - min(a for a, _ in spans)
+    running = peak = 0
+    for _, delta in sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1])):
+        running += delta
+        peak = max(peak, running)
+    return (total / width if width > 0 else float(len(spans))), peak
+
+
+def measure_run(instance, run_id: str, backend: str, s3_endpoint: str | None = None) -> dict[str, Any]:
     """Latency, steps and edges of one finished run from its event log."""
     import dagster as dg
 
@@ -397,7 +403,7 @@ def measure_run(instance, run_id: str, backend: str) -> dict[str, Any]:
     if backend in STOCK_BACKENDS:
         for w in writes:
             if w["bytes"] is None or backend in STOCK_BACKENDS:
-                w["bytes"] = _stored_size(w["uri"], w["path"], backend)
+                w["bytes"] = _stored_size(w["uri"], w["path"], backend, s3_endpoint)
     # each read's chunks and (for stock) bytes: from the output it loads
     by_output: dict[tuple, list[dict]] = {}
     for w in writes:
@@ -430,8 +436,10 @@ def measure_run(instance, run_id: str, backend: str) -> dict[str, Any]:
                           "compute_seconds": max(dur - io, 0.0)})
     e2e = (run_end - run_start) if (run_start and run_end) else float("nan")
     timing = sorted({e["timing"] for e in writes + reads}) or ["none"]
+    # how parallel the steps really ran: from the step processes' first event to STEP_SUCCESS
+    mean_par, max_par = step_parallelism([(invoked.get(s["step"], s["start"]), s["end"]) for s in steps.values()])
     return {"status": status, "e2e_s": e2e, "steps": step_rows, "writes": writes, "reads": reads,
-            "io_timing": "+".join(timing)}
+            "io_timing": "+".join(timing), "parallel_mean": mean_par, "parallel_max": max_par}
 
 
 def _sum(xs: Iterable[Any]) -> float:
@@ -458,32 +466,37 @@ def price_row(row: dict, prices: Prices, puts: int = 0, gets: int = 0) -> dict:
 
 
 def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict, prices: Prices,
-            max_concurrent: int = 2, cassandra_overrides: dict | None = None) -> tuple[dict, list[dict], list[dict]]:
-    """Run ``app`` on ``backend`` once; (run row, step rows, edge rows)."""
+            max_concurrent: int = 2, cassandra_overrides: dict | None = None,
+            network: str = "loopback") -> tuple[dict, list[dict], list[dict]]:
+    """Run ``app`` on ``backend`` once, reached over ``network``; (run row, step rows, edge rows)."""
     from pipelines.jobs import run_app
+    from resources.network import Deployment
 
     pb = PIPELINE_BACKEND.get(backend, backend)
-    server = server_for(backend)
+    server = server_for(backend, network)
     cpu0 = server.cpu_seconds() if server is not None else 0.0
     counts = getattr(server, "request_counts", None)  # S3: the server counts every request
     requests0 = counts() if counts else {}
     t0 = time.perf_counter()
     error = ""
     try:
-        ar = run_app(app, pb, instance=instance, max_concurrent=max_concurrent, raise_on_error=False, **sizes)
+        ar = run_app(app, pb, instance=instance, max_concurrent=max_concurrent, raise_on_error=False,
+                     network=network, **sizes)
         run_id, ok = ar.run_id, ar.success
     except Exception as exc:  # a crash outside the run (e.g. the server is down): record it
         run_id, ok, error = "", False, f"{type(exc).__name__}: {exc}"
     wall = time.perf_counter() - t0
     cpu1 = server.cpu_seconds() if server is not None else 0.0
     puts, gets = s3_requests(requests0, counts()) if counts else (0, 0)
-    m = measure_run(instance, run_id, pb) if run_id else {
-        "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "reads": [], "io_timing": "none"}
+    s3_endpoint = Deployment(network).store_kwargs("s3").get("endpoint_url")
+    m = measure_run(instance, run_id, pb, s3_endpoint) if run_id else {
+        "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "reads": [], "io_timing": "none",
+        "parallel_mean": None, "parallel_max": None}
     if run_id and ok and pb in ("cassandra", "redis", "s3", "local"):
         try:  # ephemeral data: drop it (outside the timed window)
             from pipelines.backends import io_manager_for
 
-            io_manager_for(pb).purge_run(run_id)
+            io_manager_for(pb, network).purge_run(run_id)
         except Exception:
             pass
     writes, reads, steps = m["writes"], m["reads"], m["steps"]
@@ -501,6 +514,8 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
         "bytes_written": int(_sum(w["bytes"] for w in writes)),
         "bytes_read": int(_sum(r["bytes"] for r in reads)),
         "io_timing": m["io_timing"],
+        "network": network,
+        "steps_parallel_mean": m["parallel_mean"], "steps_parallel_max": m["parallel_max"],
         "server_cpu_s": cpu1 - cpu0 if server is not None else 0.0,
         "cassandra_overrides": json.dumps(cassandra_overrides, sort_keys=True) if cassandra_overrides is not None else "",
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - wall)),
@@ -534,11 +549,19 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
     out.mkdir(parents=True, exist_ok=True)
     tuned = CassandraConfigFile.load(cfg.cassandra_config) if cfg.cassandra_config else None
     uses_cassandra = any(PIPELINE_BACKEND.get(b, b) == "cassandra" for _, _, _, b in plan)
-    for b in {PIPELINE_BACKEND.get(b, b) for _, _, _, b in plan}:
-        srv = server_for(b)
-        if srv is not None:
-            srv.start()
-    configurator = CassandraConfigurator(tuned=tuned, fresh=cfg.fresh_cassandra) if uses_cassandra else None
+    from resources.network import Deployment
+
+    deployment = Deployment(cfg.network)
+    pipeline_backends = {PIPELINE_BACKEND.get(b, b) for _, _, _, b in plan}
+    if deployment.emulated:  # namespaces, links, servers and proxies of the profile
+        deployment.up(tuple(b for b in pipeline_backends if deployment.server(b) is not None))
+    else:
+        for b in pipeline_backends:
+            srv = server_for(b)
+            if srv is not None:
+                srv.start()
+    configurator = CassandraConfigurator(node=deployment.server("cassandra"), tuned=tuned,
+                                         fresh=cfg.fresh_cassandra) if uses_cassandra else None
     sizes = {app: app_sizes(app, cfg.fanout, cfg.scale, cfg.small) for app in cfg.apps}
     rows: list[dict] = []
     steps: list[dict] = []
@@ -562,7 +585,7 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
                     overrides = configurator.node.overrides() if (
                         configurator is not None and PIPELINE_BACKEND.get(backend, backend) == "cassandra") else None
                     row, srows, erows = run_one(instance, rep, phase, app, backend, sizes[app], prices,
-                                                cfg.max_concurrent, overrides)
+                                                cfg.max_concurrent, overrides, cfg.network)
                     rows.append(row)
                     steps += srows
                     edges += erows
@@ -573,6 +596,9 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
             configurator.restore_default()
     meta = {
         "apps": cfg.apps, "backends": cfg.effective_backends(), "repetitions": cfg.repetitions,
+        "network": {"profile": cfg.network, "description": deployment.profile.description,
+                    "links": {b: link.describe() for b, link in deployment.profile.links.items()}},
+        "max_concurrent": cfg.max_concurrent,
         "sizes": sizes, "cassandra_config": cfg.cassandra_config,
         "cassandra_tuned": {"yaml": tuned.yaml, "table": tuned.table} if tuned else None,
         "cassandra_restarts": configurator.restarts if configurator else [],
@@ -605,7 +631,7 @@ def summarize(rows: list[dict], prices: Prices, meta: dict | None = None) -> dic
         cell = {"app": app, "backend": backend, "runs": len(rs), "ok": len(ok)}
         for key in ("e2e_s", "wall_s", "cost_usd", "function_usd", "storage_usd", "perf_per_usd",
                     "compute_s_total", "write_s_total", "read_s_total", "step_s_total", "server_cpu_s",
-                    "bytes_written", "bytes_read", "s3_puts", "s3_gets"):
+                    "bytes_written", "bytes_read", "s3_puts", "s3_gets", "steps_parallel_mean", "steps_parallel_max"):
             cell[key] = _stats([r.get(key) for r in ok])
         if PIPELINE_BACKEND.get(backend, backend) == "cassandra":
             cell["what_if"] = {inst: _stats([r.get(f"perf_per_usd@{inst}") for r in ok])
@@ -646,13 +672,21 @@ def markdown(summary: dict) -> str:
         lines += [f"Started {meta.get('started_at')}, {meta.get('seconds')} s; repetitions {meta.get('repetitions')}; "
                   f"sizes {json.dumps(meta.get('sizes'))}; function memory {meta.get('function_memory_mb')} MB; "
                   f"prices {meta.get('prices')} (AWS us-east-1, Nov 2022).", ""]
+        lines += [f"Steps of a run in parallel: at most {meta.get('max_concurrent', 2)} (the multiprocess executor's "
+                  "max_concurrent; the paper runs a stage's k = 6 functions at once: `--max-concurrent 6` starts a "
+                  "stage's readers as that many processes even on 2 cores). The table's \"steps at once\" is measured "
+                  "from the run's events: summed step time over the steps' span (mean), and the peak.", ""]
+        net = meta.get("network") or {"profile": "loopback", "links": {}}
+        lines += [f"Network profile **{net['profile']}**" + (f": {net.get('description', '')}" if net.get("links") else
+                  ": every store on this machine's loopback.")]
+        lines += [f"- {b}: {d}" for b, d in net.get("links", {}).items()] + [""]
         if meta.get("cassandra_tuned"):
             lines += [f"cassandra_tuned: `{meta.get('cassandra_config')}` = {json.dumps(meta['cassandra_tuned'])}", ""]
     lines += ["Medians over successful runs, [min, max] in brackets. Perf/$ = 1 / (E2E s x cost $). "
               "Cost = Lambda GB-s + requests + storage service (Cassandra on i3.large, Redis on cache.r5.large, "
               "both x E2E time; S3 by PUT/GET requests; local files: no service, the function's disk).", ""]
-    lines += ["| app | backend | ok/runs | E2E s | cost µ$ | Perf/$ (1/s$) | vs S3 | vs Redis | compute s | write s | read s | MB written | MB read | server CPU s | IO timing |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| app | backend | ok/runs | E2E s | cost µ$ | Perf/$ (1/s$) | vs S3 | vs Redis | compute s | write s | read s | MB written | MB read | server CPU s | steps at once mean/max | IO timing |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(summary["cells"], key=lambda c: (c["app"], BENCH_BACKENDS.index(c["backend"]))):
         e, p = c["e2e_s"], c["perf_per_usd"]
         r = c["ratios"]
@@ -662,7 +696,8 @@ def markdown(summary: dict) -> str:
             f"{_pct(r.get('perf_vs_s3'))} | {_pct(r.get('perf_vs_redis'))} | {_f(c['compute_s_total']['median'])} | "
             f"{_f(c['write_s_total']['median'], 3)} | {_f(c['read_s_total']['median'], 3)} | "
             f"{_f(c['bytes_written']['median'], 2, 1 / 2**20)} | {_f(c['bytes_read']['median'], 2, 1 / 2**20)} | "
-            f"{_f(c['server_cpu_s']['median'])} | {'/'.join(c['io_timing'])} |")
+            f"{_f(c['server_cpu_s']['median'])} | {_f((c.get('steps_parallel_mean') or {}).get('median'), 1)}/"
+            f"{_f((c.get('steps_parallel_max') or {}).get('median'), 0)} | {'/'.join(c['io_timing'])} |")
     if any(c["backend"] in NOT_DEPLOYABLE for c in summary["cells"]):
         lines += ["", "\\* local files: a floor, not a peer. A Lambda function's disk cannot pass data to "
                       "another function, and its storage is priced at $0 here."]
@@ -687,6 +722,57 @@ def markdown(summary: dict) -> str:
                   "Perf/$ of the same runs priced on each instance."]
     if summary["failed_runs"]:
         lines += ["", "## Failed runs", ""] + [f"- {json.dumps(f)}" for f in summary["failed_runs"]]
+    return "\n".join(lines) + "\n"
+
+
+def run_networks(cfg: BenchConfig, networks: list[str], on_start: Callable[[int, int, str], None] | None = None,
+                 on_run: Callable[[dict], None] | None = None) -> dict:
+    """The bench once per network profile (in ``out/<profile>/``, one after the other), and
+    ``out/summary.md`` setting their figures side by side."""
+    import dataclasses
+
+    out = Path(cfg.out) if cfg.out else default_out_dir()
+    summaries = {}
+    for network in networks:
+        summaries[network] = run_bench(dataclasses.replace(cfg, network=network, out=str(out / network)),
+                                       on_start, on_run)
+    text = side_by_side(summaries)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text(text)
+    return {"networks": summaries, "markdown": str(out / "summary.md"), "out": str(out)}
+
+
+def side_by_side(summaries: dict[str, dict]) -> str:
+    """Markdown: the paper's claims and each cell's E2E and Perf/$ under every network profile."""
+    nets = list(summaries)
+    first = summaries[nets[0]]
+    lines = [f"# asgard bench apps: {' beside '.join(nets)}", "",
+             "The same bench under each network profile, run one after the other on this machine "
+             "(not interleaved between profiles; within a profile, backends rotate per repetition as always). "
+             "Each profile's full report is in its own folder.", ""]
+    for net in nets:
+        info = summaries[net]["meta"].get("network") or {}
+        links = "; ".join(f"{b}: {d}" for b, d in (info.get("links") or {}).items()) or "loopback, no added delay"
+        lines.append(f"- **{net}**: {links}")
+    lines += ["", "## Beside the paper (seed 000, §4.1-4.3)", "",
+              "| app | the paper's claim | paper | " + " | ".join(nets) + " |",
+              "|---|---|---|" + "---|" * len(nets)]
+    for i, r in enumerate(first["paper"]):
+        ours = [summaries[n]["paper"][i]["ours"] for n in nets]
+        lines.append(f"| {r['app']} | {r['claim']} | {r['paper']:.2f}x | "
+                     + " | ".join(f"{_f(o)}x" if o else "not run" for o in ours) + " |")
+    lines += ["", "## Every cell: E2E s and Perf/$ (medians)", "",
+              "| app | backend | " + " | ".join(f"E2E s {n}" for n in nets) + " | "
+              + " | ".join(f"Perf/$ {n}" for n in nets) + " | " + " | ".join(f"steps at once {n}" for n in nets) + " |",
+              "|---|---|" + "---|" * (3 * len(nets))]
+    cells = {n: {(c["app"], c["backend"]): c for c in summaries[n]["cells"]} for n in nets}
+    for key in sorted(cells[nets[0]], key=lambda k: (k[0], BENCH_BACKENDS.index(k[1]))):
+        got = [cells[n].get(key) for n in nets]
+        lines.append(f"| {key[0]} | {key[1]} | "
+                     + " | ".join(_f(c["e2e_s"]["median"]) if c else "" for c in got) + " | "
+                     + " | ".join(_f(c["perf_per_usd"]["median"], 0) if c else "" for c in got) + " | "
+                     + " | ".join(_f((c.get("steps_parallel_mean") or {}).get("median"), 1) if c else "" for c in got)
+                     + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -3,6 +3,7 @@
     asgard bench apps [--apps video_analytics,lightgbm_forest] [--backends cassandra,redis,s3,...]
                       [--repetitions 3] [--fanout N | app=N,...] [--scale X | app=X,...] [--small]
                       [--cassandra-config tuned.yaml] [--prices prices.yaml] [--out DIR] [--json]
+                      [--network loopback,cloud]
 """
 from __future__ import annotations
 
@@ -33,25 +34,38 @@ def _csv(value: str) -> list[str]:
 @click.option("--max-concurrent", default=2, show_default=True, help="Steps in parallel (multiprocess executor).")
 @click.option("--warmup/--no-warmup", default=True, show_default=True,
               help="One untimed run first (the executor's forkserver and imports), so no cell pays it.")
+@click.option("--network", default="loopback", show_default=True,
+              help="Network profile(s) of resources/network/profiles.yaml, comma-separated: with several "
+              "(e.g. loopback,cloud) the bench runs under each and out/summary.md sets them side by side.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fresh_cassandra, prices, out,
-         max_concurrent, warmup, as_json):
+         max_concurrent, warmup, network, as_json):
     """Each app on each backend: E2E latency, step/edge times, server CPU, cost and Perf/$ (Asgard Figs 4-7)."""
-    from .apps import BenchConfig, markdown, parse_per_app, run_bench
+    from resources.network import profile_names
+
+    from .apps import BenchConfig, markdown, parse_per_app, run_bench, run_networks
+
+    networks = _csv(network)
+    unknown = [n for n in networks if n not in profile_names()]
+    if unknown or not networks:
+        raise click.BadParameter(f"unknown profile(s) {unknown}; known: {', '.join(profile_names())}",
+                                 param_hint="--network")
 
     cfg = BenchConfig(apps=_csv(apps), backends=_csv(backends), repetitions=repetitions,
                       fanout=parse_per_app(fanout, int), scale=parse_per_app(scale, float), small=small,
                       cassandra_config=cassandra_config, prices=prices, out=out, fresh_cassandra=fresh_cassandra,
-                      max_concurrent=max_concurrent, warmup=warmup)
+                      max_concurrent=max_concurrent, warmup=warmup, network=networks[0])
     try:
         plan = cfg.plan()
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     if "cassandra_tuned" in cfg.backends and not cassandra_config and not as_json:
         click.echo("cassandra_tuned skipped: no --cassandra-config given", err=True)
+    def run(**callbacks):
+        return run_networks(cfg, networks, **callbacks) if len(networks) > 1 else run_bench(cfg, **callbacks)
+
     if as_json:
-        summary = run_bench(cfg)
-        click.echo(json.dumps(summary, indent=2, default=str))
+        click.echo(json.dumps(run(), indent=2, default=str))
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -59,16 +73,20 @@ def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fr
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
-        task = progress.add_task("starting", total=len(plan))
+        task = progress.add_task("starting", total=len(plan) * len(networks))
 
         def on_start(i, n, label):
             progress.update(task, description=label)
 
         def on_run(row):
             status = f"{row['e2e_s']:.1f}s" if row["success"] else "FAILED"
-            progress.console.print(f"  {row['app']:<16} {row['backend']:<16} rep {row['rep'] + 1}: {status}")
+            progress.console.print(f"  {row['app']:<16} {row['backend']:<16} {row.get('network', '')} rep {row['rep'] + 1}: {status}")
             progress.advance(task)
 
-        summary = run_bench(cfg, on_start=on_start, on_run=on_run)
+        summary = run(on_start=on_start, on_run=on_run)
+    if len(networks) > 1:
+        click.echo(open(summary["markdown"]).read())
+        click.echo(f"written: {summary['out']}/ (one folder per profile, summary.md side by side)")
+        return
     click.echo(markdown(summary))
     click.echo(f"written: {json.dumps(summary['files'], indent=1)}")
