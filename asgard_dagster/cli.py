@@ -245,24 +245,37 @@ def bench():
               help="One untimed pass over every backend first (JIT, connections).")
 @click.option("--small-seconds", default=30.0, show_default=True,
               help="Time bound of each backend's 10 KiB measurement (fewer objects on a slow link).")
-@_network_option(" Its servers are started and left running (`asgard stores down --network ...` stops them).")
+@click.option("--network", default="loopback", show_default=True,
+              help="Network profile(s) (resources/network/profiles.yaml), comma-separated: with several (e.g. "
+              "loopback,cloud) the bench runs under each in turn and a last table sets them side by side. A "
+              "profile's servers are started and left running (`asgard stores down --network ...` stops them).")
 def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
              spread_outputs, warmup, small_seconds, network):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
-    from .bench.io import print_table, run_io_bench
+    from resources.network import profile_names
 
-    rows = run_io_bench(
-        backends=[b.strip() for b in backends.split(",") if b.strip()],
-        sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
-        small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
-        nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
-        network=network, small_seconds=small_seconds,
-    )
+    from .bench.io import print_side_by_side, print_table, run_io_bench
+
+    networks = [n.strip() for n in network.split(",") if n.strip()]
+    if not networks or any(n not in profile_names() for n in networks):
+        raise click.BadParameter(f"{network!r}: known profiles are {', '.join(profile_names())}", param_hint="--network")
+    rows = []
+    for net in networks:
+        rows += run_io_bench(
+            backends=[b.strip() for b in backends.split(",") if b.strip()],
+            sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
+            small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
+            nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
+            network=net, small_seconds=small_seconds,
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
-    else:
-        print_table(rows)
+        return
+    for net in networks:
+        print_table([r for r in rows if r["network"] == net])
+    if len(networks) > 1:
+        print_side_by_side(rows)
 
 
 @bench.command("load")
@@ -339,10 +352,15 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
 @click.argument("json_file", type=click.Path(exists=True, dir_okay=False))
 def bench_report(json_file):
     """Print the table of a saved ``asgard bench io --json`` result."""
-    from .bench.io import print_table
+    from .bench.io import print_side_by_side, print_table
 
     with open(json_file) as f:
-        print_table(json.load(f))
+        rows = json.load(f)
+    networks = list(dict.fromkeys(r.get("network", "loopback") for r in rows))
+    for net in networks:
+        print_table([r for r in rows if r.get("network", "loopback") == net])
+    if len(networks) > 1:
+        print_side_by_side(rows)
 
 
 def _mount_optional(parent: click.Group, module: str, attr: str) -> None:

@@ -465,3 +465,35 @@ def print_table(rows: list[dict]) -> None:
                 f"max/min {s['max_min_bytes_ratio'] if s['max_min_bytes_ratio'] is not None else '-'}; largest "
                 f"partition {s['largest_partition_bytes'] / MiB:,.2f} MiB (Cassandra's histogram bucket; one chunk "
                 f"group is {s['chunk_group_bytes'] / MiB:,.2f} MiB)")
+
+
+def print_side_by_side(rows: list[dict]) -> None:
+    """One line per backend and object size: each network profile's figures next to each other,
+    with the ratio against s3 under that profile."""
+    from rich.console import Console
+    from rich.table import Table
+
+    networks = list(dict.fromkeys(r.get("network", "loopback") for r in rows))
+    cells = {(r.get("network", "loopback"), r["backend"], r["object_bytes"]): r for r in rows if "spread" not in r}
+    table = Table(title="asgard bench io: " + " beside ".join(networks) + " (each profile's ratio against its own s3)")
+    table.add_column("backend", justify="right")
+    table.add_column("object", justify="right")
+    for net in networks:
+        table.add_column(f"{net}: MB/s w / r, or ops/s", justify="right")
+        table.add_column(f"{net}: vs s3", justify="right")
+    keys = list(dict.fromkeys((r["backend"], r["object_bytes"]) for r in rows
+                              if "spread" not in r and (r.get("ops_s") or r.get("write_mb_s"))))
+    for backend, size in keys:
+        line = [backend, f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"]
+        for net in networks:
+            row, peer = cells.get((net, backend, size)), cells.get((net, "s3", size))
+            if row is None:
+                line += ["-", "-"]
+            elif row.get("ops_s"):
+                line += [f"{row['ops_s']:,.1f}", f"{row['ops_s'] / peer['ops_s']:.2f}x" if peer and peer.get("ops_s") else "-"]
+            else:
+                ratio = (f"{row['write_mb_s'] / peer['write_mb_s']:.2f}x / {row['read_mb_s'] / peer['read_mb_s']:.2f}x"
+                         if peer and peer.get("write_mb_s") and peer.get("read_mb_s") else "-")
+                line += [f"{row['write_mb_s']:,.1f} / {row['read_mb_s']:,.1f}", ratio]
+        table.add_row(*line)
+    Console(width=max(160, Console().width)).print(table)
