@@ -2,6 +2,8 @@
 stopped server's error, and two instances on 127.0.0.3/.4 as one ring."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -10,6 +12,7 @@ from resources.cassandra import CassandraCluster, CassandraNode
 from resources.cassandra.config import base_config, render_config, token_for
 from resources.cassandra.nodetool import ring_status
 from resources.numa import numa_nodes, numactl_prefix
+from resources.process import ManagedServer
 from resources.stores import ObjectKey, StoreUnavailableError
 
 
@@ -151,3 +154,41 @@ def test_runs_ride_through_restarts_of_their_only_replica(node2, dagster_instanc
 
     assert np.array_equal(store.get(ObjectKey("ride-through", "last"))[0], EXPECTED)
 
+
+
+class _SleepServer(ManagedServer):
+    """A stand-in server: the process ``start`` launches, nothing else."""
+
+    def command(self):
+        return ["sleep", "300"]
+
+    def is_ready(self):
+        return self.is_running()
+
+
+_START_WITH_TERM_IGNORED = r"""
+import signal, sys
+from pathlib import Path
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a supervisor or a library may leave it
+from tests.test_cassandra_runtime import _SleepServer
+_SleepServer("sleeper", Path(sys.argv[1])).start()
+"""
+
+
+def test_a_server_gets_sigterm_even_from_a_parent_that_ignores_it(tmp_path):
+    """The stop signal reaches the server, so it shuts down cleanly (Cassandra drains) instead of
+    being SIGKILLed after stop's timeout."""
+    import subprocess
+    import sys
+    import time
+
+    subprocess.run([sys.executable, "-c", _START_WITH_TERM_IGNORED, str(tmp_path)], check=True,
+                   cwd=str(Path(__file__).resolve().parent.parent))
+    server = _SleepServer("sleeper", tmp_path)
+    pid = server.pid()
+    assert pid is not None
+    ignored = int(next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("SigIgn")), 16)
+    assert not ignored & (1 << (15 - 1)), "SIGTERM is ignored in the server"
+    t0 = time.monotonic()
+    assert server.stop(timeout=20)
+    assert time.monotonic() - t0 < 5  # SIGTERM did it, not the SIGKILL after the timeout
