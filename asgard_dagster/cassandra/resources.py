@@ -34,6 +34,7 @@ class CassandraResource(ConfigurableResource):
             contact_points=["10.0.0.5", "10.0.0.6"], replication_factor=2,
             username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"),
             ssl_ca_file="/etc/cassandra/ca.pem")})   # TLS: trust the cluster's CA
+        # the IO manager's connection, nested: CassandraIOManager(cassandra=CassandraResource(...))
     """
 
     contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first (the local node by default).")

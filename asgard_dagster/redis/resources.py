@@ -22,6 +22,7 @@ class RedisResource(ConfigurableResource):
 
         defs = Definitions(resources={"redis": RedisResource(password=EnvVar("ASGARD_REDIS_PASSWORD"))})
         # in an op: redis.get_store(ttl_seconds=3600).put(key, value); redis.client().dbsize()
+        # the IO manager's connection, nested: RedisIOManager(redis=RedisResource(...))
     """
 
     host: str = Field(default="127.0.0.1", description="Redis host (the local server of `asgard redis up` by default).")

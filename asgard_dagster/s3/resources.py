@@ -27,6 +27,7 @@ class S3StoreResource(ConfigurableResource):
         defs = Definitions(resources={"s3_store": S3StoreResource(
             endpoint_url=None, bucket="my-bucket", region="eu-west-1",
             aws_access_key_id=EnvVar("AWS_ACCESS_KEY_ID"), aws_secret_access_key=EnvVar("AWS_SECRET_ACCESS_KEY"))})
+        # the IO manager's connection, nested: S3IOManager(s3=S3StoreResource(...))
     """
 
     endpoint_url: Optional[str] = Field(
