@@ -5,10 +5,11 @@ manager; they are deprecated, and giving both forms is an error.
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, get_args
 
 from dagster import ConfigurableResource, DagsterInvalidDefinitionError
 from pydantic import Field, create_model
+from pydantic.fields import FieldInfo
 
 from .io_manager import StoreIOManager
 
@@ -41,8 +42,9 @@ class ConnectionIOManager(StoreIOManager):
             f"flat connection fields will be removed in the next release.", DeprecationWarning, stacklevel=2)
 
     def flat_connection_fields(self) -> list[str]:
-        """The deprecated flat connection fields that are set (not None)."""
-        return [k for k in self.resource_class.model_fields if getattr(self, k, None) is not None]
+        """The deprecated flat connection fields that are given (away from their defaults)."""
+        fields = type(self).model_fields
+        return [k for k in self.resource_class.model_fields if getattr(self, k) != fields[k].default]
 
     def connection(self) -> ConfigurableResource:
         """The nested resource; without one, a resource made of the deprecated flat fields (those
@@ -63,7 +65,8 @@ def with_flat_connection_fields(resource_class: type[ConfigurableResource], fiel
     stays the one place that defines connection settings."""
     flat = {
         name: (Optional[info.annotation],
-               Field(default=None, description=f"Deprecated: give it in {field}={resource_class.__name__}(...). "
+               Field(default=_flat_default(info),
+                     description=f"Deprecated: give it in {field}={resource_class.__name__}(...). "
                      f"{info.description or ''}".rstrip()))
         for name, info in resource_class.model_fields.items()
     }
@@ -71,3 +74,10 @@ def with_flat_connection_fields(resource_class: type[ConfigurableResource], fiel
                         __module__=__name__, **flat)
     base.connection_field, base.resource_class = field, resource_class
     return base
+
+
+def _flat_default(info: FieldInfo) -> Any:
+    """None (not given), unless None is a value of the resource's field other than its default
+    (S3's ``endpoint_url=None``: AWS itself): then the resource's default, so a given None counts."""
+    takes_none = type(None) in get_args(info.annotation)
+    return info.default if takes_none and info.default is not None else None
