@@ -84,8 +84,9 @@ def cassandra_up(nodes, sets, secure):
                        f"password in {node.password_file} (mode 0600). For the IO manager:\n"
                        f"  export CASSANDRA_USER={SUPERUSER}\n"
                        f"  export CASSANDRA_PASSWORD=\"$(cat {node.password_file})\"\n"
-                       f"  CassandraIOManager(contact_points=[\"{node.address}\"], ssl_ca_file=\"{node.tls.ca_cert}\", "
-                       "username=EnvVar(\"CASSANDRA_USER\"), password=EnvVar(\"CASSANDRA_PASSWORD\"))")
+                       f"  CassandraIOManager(cassandra=CassandraResource(contact_points=[\"{node.address}\"], "
+                       f"ssl_ca_file=\"{node.tls.ca_cert}\", "
+                       "username=EnvVar(\"CASSANDRA_USER\"), password=EnvVar(\"CASSANDRA_PASSWORD\")))")
 
 
 @cassandra.command("down")

@@ -7,7 +7,8 @@ Key layout (one :class:`~resources.stores.ObjectKey` per output):
   (Dagster's ``context.get_identifier()``; the run is the purge unit);
 * asset: scope ``asset/<key/parts>``, path ``<partition_key>`` or ``__unpartitioned__``.
 
-A backend's IO manager subclasses :class:`StoreIOManager` and implements ``open_store``.
+A backend's IO manager subclasses :class:`StoreIOManager` and implements ``open_store`` (a networked
+one through :class:`~asgard_dagster.connection.ConnectionIOManager`: its nested resource opens it).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import threading
 from typing import Any, Optional
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from resources.stores import ObjectKey, ObjectMissingError, ObjectStore
 
@@ -83,7 +84,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     def store(self) -> ObjectStore:
         # values, not the config dictionary: there an EnvVar is its name, and a changed password
         # (or CA) must not get the store opened with the old one
-        config = tuple(sorted((k, repr(resolved(getattr(self, k)))) for k in type(self).model_fields))
+        config = _fingerprint(self)
         key = (type(self).__name__, config)
         with _store_cache_lock:
             store = _store_cache.get(key)
@@ -146,6 +147,14 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         if len(keys) == 1 and context.has_asset_partitions and len(context.asset_partition_keys) == 1:
             return next(iter(values.values()))
         return values
+
+
+def _fingerprint(config: BaseModel) -> tuple:
+    """The values of a resource's fields, read now, a nested resource's (the connection) included."""
+    return tuple(sorted(
+        (k, _fingerprint(v) if isinstance(v, BaseModel) else repr(resolved(v)))
+        for k, v in ((k, getattr(config, k)) for k in type(config).model_fields)
+    ))
 
 
 def _producer(context: InputContext) -> str:

@@ -21,7 +21,8 @@ def io_manager_for(backend: str, network: str = "loopback"):
     """The IO manager of ``backend``; under a ``network`` profile (:mod:`resources.network`) it
     reaches the profile's server, through the profile's link."""
     from asgard_dagster import (
-        CassandraIOManager, LocalIOManager, RedisIOManager, S3IOManager, stock_s3_pickle_io_manager,
+        CassandraIOManager, CassandraResource, LocalIOManager, RedisIOManager, RedisResource, S3IOManager,
+        S3StoreResource, stock_s3_pickle_io_manager,
     )
 
     endpoint: dict = {}
@@ -30,9 +31,10 @@ def io_manager_for(backend: str, network: str = "loopback"):
 
         endpoint = Deployment(network).store_kwargs(backend)
     factories = {
-        "cassandra": lambda: CassandraIOManager(**endpoint),
-        "redis": lambda: RedisIOManager(**endpoint),
-        "s3": lambda: S3IOManager(**endpoint),
+        # the endpoint is connection settings: it goes in the nested resource
+        "cassandra": lambda: CassandraIOManager(cassandra=CassandraResource(**endpoint)),
+        "redis": lambda: RedisIOManager(redis=RedisResource(**endpoint)),
+        "s3": lambda: S3IOManager(s3=S3StoreResource(**endpoint)),
         "s3_stock": lambda: stock_s3_pickle_io_manager(**endpoint),
         "local": lambda: LocalIOManager(base_dir=str(run_dir("local_store"))),
         "fs_stock": lambda: dg.FilesystemIOManager(base_dir=str(run_dir("fs_stock"))),

@@ -5,7 +5,8 @@ import os
 
 from dagster import EnvVar, job, multiprocess_executor, op
 
-from asgard_dagster import CassandraIOManager
+from asgard_dagster import CassandraIOManager, CassandraResource
+from asgard_dagster.redis import RedisIOManager, RedisResource
 
 
 @op
@@ -52,4 +53,19 @@ def secure_job():
     executor_def=multiprocess_executor,
 )
 def signed_job():
+    consume(produce())
+
+
+# nested connection resources (tests/test_nested_resources.py): a setting from the environment,
+# read in every step process
+@job(resource_defs={"io_manager": RedisIOManager(redis=RedisResource(key_prefix=EnvVar("ASGARD_TEST_NESTED_PREFIX")))},
+     executor_def=multiprocess_executor)
+def nested_redis_env_job():
+    consume(produce())
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(
+    cassandra=CassandraResource(keyspace=EnvVar("ASGARD_TEST_NESTED_KEYSPACE")))},
+    executor_def=multiprocess_executor)
+def nested_cassandra_env_job():
     consume(produce())

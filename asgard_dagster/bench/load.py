@@ -28,13 +28,14 @@ DEFAULT_MIX = ((1 * KiB, 0.60), (16 * KiB, 0.25), (256 * KiB, 0.12), (2048 * KiB
 
 
 def io_manager_for(backend: str):
-    """The backend's IO manager with its defaults (the local servers), resolved as a run resolves it."""
+    """The backend's IO manager with its defaults (the local servers), used outside a run: its
+    fields are plain values, so it needs no initializing (nor a nested resource's context)."""
     from asgard_dagster import CassandraIOManager, LocalIOManager, RedisIOManager, S3IOManager
 
     managers = {"cassandra": CassandraIOManager, "redis": RedisIOManager, "s3": S3IOManager, "local": LocalIOManager}
     if backend not in managers:
         raise ValueError(f"unknown backend {backend!r}; choose from {sorted(managers)}")
-    return managers[backend]().process_config_and_initialize()
+    return managers[backend]()
 
 
 def _sizes(worker: int, objects: int, mix) -> list[int]:

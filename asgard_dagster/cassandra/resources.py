@@ -11,7 +11,6 @@ from resources.stores.cassandra import CassandraObjectStore
 from ..io_manager import resolved
 
 
-#: the TLS fields' descriptions, shared by CassandraResource and CassandraIOManager
 TLS_FIELDS = {
     "ssl_ca_file": "PEM file of the CA that signed the nodes' certificates; set, every connection uses TLS (1.2+) "
     "and trusts only this CA. For a node of `asgard cassandra up --secure`: its conf/tls/ca.pem. None: plain.",
@@ -35,9 +34,10 @@ class CassandraResource(ConfigurableResource):
             contact_points=["10.0.0.5", "10.0.0.6"], replication_factor=2,
             username=EnvVar("CASSANDRA_USER"), password=EnvVar("CASSANDRA_PASSWORD"),
             ssl_ca_file="/etc/cassandra/ca.pem")})   # TLS: trust the cluster's CA
+        # the IO manager's connection, nested: CassandraIOManager(cassandra=CassandraResource(...))
     """
 
-    contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first.")
+    contact_points: list[str] = Field(default=["127.0.0.1"], description="Cassandra hosts to contact first (the local node by default).")
     port: int = Field(default=9042, description="CQL native transport port.")
     keyspace: str = Field(default="asgard", description="Keyspace of the objects table (created if missing).")
     table: str = Field(default="objects", description="Table holding manifests and chunks (created if missing).")

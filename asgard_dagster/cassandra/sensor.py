@@ -13,8 +13,9 @@ def make_purge_on_success_sensor(io_manager: StoreIOManager, name: str = "asgard
 
     Example::
 
-        defs = Definitions(jobs=[...], resources={"io_manager": CassandraIOManager()},
-                           sensors=[make_purge_on_success_sensor(CassandraIOManager())])
+        io_manager = CassandraIOManager(cassandra=CassandraResource(contact_points=["cass1"]))
+        defs = Definitions(jobs=[...], resources={"io_manager": io_manager},
+                           sensors=[make_purge_on_success_sensor(io_manager)])
     """
 
     @run_status_sensor(run_status=DagsterRunStatus.SUCCESS, name=name, monitor_all_code_locations=False, **kwargs)
@@ -22,12 +23,13 @@ def make_purge_on_success_sensor(io_manager: StoreIOManager, name: str = "asgard
         run = context.dagster_run
         # resolved at each tick, as a run resolves it: an EnvVar field (credentials, signing key)
         # must reach the driver as its value, not as the variable's name
-        resolved = io_manager.process_config_and_initialize()
+        # (the _cm form: an IO manager with a nested resource, the connection, is initialized as a context)
         purged = []
-        for run_id in dict.fromkeys([run.run_id, run.parent_run_id, run.root_run_id]):
-            if run_id:
-                resolved.purge_run(run_id)
-                purged.append(run_id)
+        with io_manager.process_config_and_initialize_cm() as resolved:
+            for run_id in dict.fromkeys([run.run_id, run.parent_run_id, run.root_run_id]):
+                if run_id:
+                    resolved.purge_run(run_id)
+                    purged.append(run_id)
         context.log.info(f"purged stored outputs of runs {purged}")
         if not purged:
             return SkipReason("nothing to purge")

@@ -5,12 +5,11 @@ from typing import Optional
 
 from pydantic import Field
 
-from resources.stores.redis import RedisObjectStore
+from ..connection import with_flat_connection_fields
+from .resources import RedisResource
 
-from ..io_manager import StoreIOManager
 
-
-class RedisIOManager(StoreIOManager):
+class RedisIOManager(with_flat_connection_fields(RedisResource, "redis")):
     """Stores each op output (or asset) in Redis: one key per chunk, written with pipelines,
     committed by a manifest key written last, every key with ``EX ttl_seconds``; a run's keys
     are listed in a per-run index SET, so ``purge_run`` deletes exactly that run's keys.
@@ -18,10 +17,13 @@ class RedisIOManager(StoreIOManager):
     Key layout: ``<key_prefix>:run/<run_id>:<step_key>/<output>:<version>:<i>`` for chunks and
     ``...:<step_key>/<output>:manifest`` for the manifest (see :mod:`resources.stores.redis`).
 
+    The connection is a nested :class:`~asgard_dagster.redis.RedisResource` (``redis=``); the IO
+    manager's own fields are how outputs are stored (TTL, codec, chunk size, signing key, ...).
+
     Example::
 
         from dagster import Definitions, EnvVar, job, op
-        from asgard_dagster.redis import RedisIOManager
+        from asgard_dagster.redis import RedisIOManager, RedisResource
 
         @op
         def make(): return list(range(10))
@@ -32,30 +34,17 @@ class RedisIOManager(StoreIOManager):
         @job
         def pipeline(): total(make())
 
-        # the local server of `asgard redis up` (127.0.0.1:6380)
-        defs = Definitions(jobs=[pipeline], resources={"io_manager": RedisIOManager()})
-        # another server: RedisIOManager(host="redis.internal", port=6379, password=EnvVar("REDIS_PASSWORD"))
+        defs = Definitions(jobs=[pipeline], resources={"io_manager": RedisIOManager(
+            redis=RedisResource(host="redis.internal", port=6379, password=EnvVar("REDIS_PASSWORD")),
+            ttl_seconds=3600)})
+        # the local server of `asgard redis up` (127.0.0.1:6380): RedisIOManager()
+
+    The connection fields given flat (``RedisIOManager(host=..., port=...)``) still work for this
+    release, with a ``DeprecationWarning``.
     """
 
-    host: str = Field(default="127.0.0.1", description="Redis host (the local server of `asgard redis up` by default).")
-    port: int = Field(default=6380, description="Redis port (6380: the project's own server, not the distribution's 6379).")
-    db: int = Field(default=0, description="Redis logical database number.")
-    username: Optional[str] = Field(default=None, description="ACL user name, if the server uses ACLs.")
-    password: Optional[str] = Field(
+    redis: Optional[RedisResource] = Field(
         default=None,
-        description="Redis password (requirepass); pass EnvVar('...'), never a literal. None: for a local host, "
-        "ASGARD_REDIS_PASSWORD if set (the password of `asgard redis up`), else no password."
+        description="The server to store outputs in, as RedisResource(...). None: the local server of "
+        "`asgard redis up` (127.0.0.1:6380), or the deprecated flat connection fields.",
     )
-    key_prefix: str = Field(default="asgard", description="First field of every key this IO manager writes.")
-    connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
-    socket_timeout: float = Field(default=60.0, description="Seconds per pipelined batch of chunk requests.")
-    ssl_ca_file: Optional[str] = Field(
-        default=None, description="PEM CA certificate to verify a TLS server against (its name too); set, every "
-        "connection uses TLS. For `RedisServer(tls=True)`: its tls/ca.pem. None: plain.")
-
-    def open_store(self, **store_kwargs) -> RedisObjectStore:
-        return RedisObjectStore(
-            host=self.host, port=self.port, db=self.db, username=self.username, password=self.password,
-            key_prefix=self.key_prefix, connect_timeout=self.connect_timeout, socket_timeout=self.socket_timeout,
-            ssl_ca_file=self.ssl_ca_file, **store_kwargs,
-        )

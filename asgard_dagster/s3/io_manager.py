@@ -7,12 +7,13 @@ from typing import Optional
 
 from pydantic import Field
 
-from resources.stores.s3 import LOCAL_ENDPOINT, S3ObjectStore, resolve_credentials
+from resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials
 
-from ..io_manager import StoreIOManager
+from ..connection import with_flat_connection_fields
+from .resources import S3StoreResource
 
 
-class S3IOManager(StoreIOManager):
+class S3IOManager(with_flat_connection_fields(S3StoreResource, "s3")):
     """Stores each op output (or asset) in an S3 bucket: one object per chunk, PUT on a bounded
     pool of threads, committed by ``manifest.json`` written last (a single PUT is atomic).
 
@@ -22,10 +23,14 @@ class S3IOManager(StoreIOManager):
     S3 has no per-object TTL: ``ttl_seconds`` is enforced on read (an expired output reads as
     missing); in production also give the bucket a lifecycle rule expiring ``<prefix>/``.
 
+    The connection is a nested :class:`~asgard_dagster.s3.S3StoreResource` (``s3=``), as
+    dagster-aws nests its ``S3Resource``; the IO manager's own fields are how outputs are stored
+    (TTL, codec, chunk size, signing key, ...).
+
     Example::
 
         from dagster import Definitions, EnvVar, job, op
-        from asgard_dagster.s3 import S3IOManager
+        from asgard_dagster.s3 import S3IOManager, S3StoreResource
 
         @op
         def make(): return list(range(10))
@@ -36,37 +41,22 @@ class S3IOManager(StoreIOManager):
         @job
         def pipeline(): total(make())
 
-        # the local MinIO of `asgard minio up` (http://127.0.0.1:9000, bucket 'asgard')
-        defs = Definitions(jobs=[pipeline], resources={"io_manager": S3IOManager()})
-        # AWS: S3IOManager(endpoint_url=None, bucket="my-bucket", region="eu-west-1",
-        #                  aws_access_key_id=EnvVar("AWS_ACCESS_KEY_ID"), aws_secret_access_key=EnvVar("AWS_SECRET_ACCESS_KEY"))
+        defs = Definitions(jobs=[pipeline], resources={"io_manager": S3IOManager(
+            s3=S3StoreResource(endpoint_url=None, bucket="my-bucket", region="eu-west-1",   # AWS S3 itself
+                               aws_access_key_id=EnvVar("AWS_ACCESS_KEY_ID"),
+                               aws_secret_access_key=EnvVar("AWS_SECRET_ACCESS_KEY")),
+            chunk_size_bytes=8 << 20)})
+        # the local MinIO of `asgard minio up` (http://127.0.0.1:9000, bucket 'asgard'): S3IOManager()
+
+    The connection fields given flat (``S3IOManager(endpoint_url=..., bucket=...)``) still work for
+    this release, with a ``DeprecationWarning``.
     """
 
-    endpoint_url: Optional[str] = Field(
-        default=LOCAL_ENDPOINT, description="S3 endpoint; the local MinIO by default, None for AWS S3 itself."
-    )
-    bucket: str = Field(default="asgard", description="An existing bucket (`asgard minio up` creates 'asgard').")
-    prefix: str = Field(default="asgard", description="Key prefix inside the bucket.")
-    region: str = Field(default="us-east-1", description="Signing region.")
-    aws_access_key_id: Optional[str] = Field(
+    s3: Optional[S3StoreResource] = Field(
         default=None,
-        description="Access key; None takes it from the environment (AWS_ACCESS_KEY_ID, profile, role; for the "
-        "local MinIO, MINIO_ROOT_USER or its local default). Pass EnvVar('...'), never a literal.",
+        description="The bucket to store outputs in, as S3StoreResource(...). None: the local MinIO of "
+        "`asgard minio up` (bucket 'asgard'), or the deprecated flat connection fields.",
     )
-    aws_secret_access_key: Optional[str] = Field(
-        default=None, description="Secret key; None takes it from the environment like aws_access_key_id. Pass EnvVar('...')."
-    )
-    aws_session_token: Optional[str] = Field(default=None, description="Session token for temporary credentials (EnvVar).")
-    connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
-    read_timeout: float = Field(default=60.0, description="Seconds per chunk request.")
-
-    def open_store(self, **store_kwargs) -> S3ObjectStore:
-        return S3ObjectStore(
-            endpoint_url=self.endpoint_url, bucket=self.bucket, prefix=self.prefix, region=self.region,
-            aws_access_key_id=self.aws_access_key_id, aws_secret_access_key=self.aws_secret_access_key,
-            aws_session_token=self.aws_session_token, connect_timeout=self.connect_timeout,
-            read_timeout=self.read_timeout, **store_kwargs,
-        )
 
 
 def stock_s3_pickle_io_manager(
