@@ -1,6 +1,7 @@
 """Network profiles: what link each store is reached over (``profiles.yaml`` beside this file)."""
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +97,9 @@ def _document(path: Path | None = None) -> dict:
     return yaml.safe_load((path or PROFILES_FILE).read_text())
 
 
+@functools.lru_cache(maxsize=1)
 def subnet() -> ipaddress.IPv4Network:
+    """The namespaces' subnet; read once: every Redis or S3 store built asks (is_project_host)."""
     return ipaddress.ip_network(_document()["subnet"])
 
 
