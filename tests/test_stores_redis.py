@@ -345,3 +345,19 @@ def test_a_server_refuses_to_start_where_another_one_answers(tmp_path):
         assert first.is_running() and not second.is_running()
     finally:
         first.stop()
+
+
+def test_server_cpu_sees_a_few_milliseconds_of_work(redis_server, prefix):
+    """Cost reports charge the server's CPU per run; a small run costs Redis a few ms, under one
+    clock tick of /proc/<pid>/stat, and must still read as work done (a CI run read 0.0)."""
+    client = redis_server.client()
+    before = redis_server.cpu_seconds()
+    for i in range(200):
+        client.set(f"{prefix}:k{i}", b"x" * 100)
+        client.get(f"{prefix}:k{i}")
+    spent = redis_server.cpu_seconds() - before
+    assert 0 < spent < 2.0, spent
+    # a process that is sleeping does not gain CPU time
+    idle0 = redis_server.cpu_seconds()
+    idle1 = redis_server.cpu_seconds()
+    assert 0 <= idle1 - idle0 < spent, (idle0, idle1)
