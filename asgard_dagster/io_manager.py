@@ -5,7 +5,15 @@ Key layout (one :class:`~resources.stores.ObjectKey` per output):
 
 * op output: scope ``run/<run_id>``, path ``<step_key>/<output_name>[/<mapping_key>]``
   (Dagster's ``context.get_identifier()``; the run is the purge unit);
-* asset: scope ``asset/<key/parts>``, path ``<partition_key>`` or ``__unpartitioned__``.
+* asset: scope ``asset/<key/parts>``, path ``<partition_key>`` or ``__unpartitioned__``; a
+  multi-partition key is its dimension keys sorted by dimension name and joined by ``/``.
+
+The partition rules are those of Dagster's ``UPathIOManager`` (the base of dagster-aws's S3 manager),
+so an asset moved between them keeps its meaning: an output is for exactly one partition (a
+single-run backfill over a range must write its own data and return None); an input of one
+partition loads as the value, of several (a time window, ``AllPartitionMapping``, a range) as a
+dict by partition key, of none as None; a missing partition fails, or is skipped when the input's
+metadata has ``allow_missing_partitions=True``.
 
 A backend's IO manager subclasses :class:`StoreIOManager` and implements ``open_store`` (a networked
 one through :class:`~asgard_dagster.connection.ConnectionIOManager`: its nested resource opens it).
@@ -36,22 +44,48 @@ def resolved(value: Any) -> Any:
     return value.get_value() if isinstance(value, EnvVar) else value
 
 
+def partition_path(partition_key: str) -> str:
+    """A partition key as a path: a multi-partition key is its dimension keys sorted by dimension
+    name, joined by ``/`` (as ``UPathIOManager`` formats it), anything else the key itself."""
+    from dagster import MultiPartitionKey
+
+    if isinstance(partition_key, MultiPartitionKey):
+        return "/".join(k for _, k in sorted(partition_key.keys_by_dimension.items()))
+    return partition_key
+
+
 def key_for_output(context: OutputContext) -> ObjectKey:
     if context.has_asset_key:
-        partition = context.partition_key if context.has_partition_key else None
-        return ObjectKey.for_asset(context.asset_key.path, partition)
+        if not context.has_asset_partitions:
+            return ObjectKey.for_asset(context.asset_key.path)
+        partitions = context.asset_partition_keys
+        if len(partitions) != 1:
+            raise OutputForSeveralPartitionsError(context.asset_key.to_user_string(), len(partitions))
+        return ObjectKey.for_asset(context.asset_key.path, partition_path(partitions[0]))
     run_id, *rest = context.get_identifier()
     return ObjectKey.for_run(run_id, *rest)
 
 
 def keys_for_input(context: InputContext) -> dict[str | None, ObjectKey]:
-    """``{partition: key}`` for an asset input (several for a partition range), else ``{None: key}``."""
+    """``{partition_key: key}`` of a partitioned asset input (one per partition it spans, maybe
+    none), else ``{None: key}``."""
     if context.has_asset_key:
         if context.has_asset_partitions:
-            partitions = context.asset_partition_keys
-            return {p: ObjectKey.for_asset(context.asset_key.path, p) for p in partitions}
+            return {p: ObjectKey.for_asset(context.asset_key.path, partition_path(p))
+                    for p in context.asset_partition_keys}
         return {None: ObjectKey.for_asset(context.asset_key.path)}
     return {None: key_for_output(context.upstream_output)}
+
+
+class OutputForSeveralPartitionsError(ValueError):
+    """An asset output stands for several partitions at once (a single-run backfill over a range)."""
+
+    def __init__(self, asset: str, count: int):
+        super().__init__(
+            f"Asset {asset} returned one value for {count} partitions (a single-run backfill over a range). "
+            "This IO manager stores one object per partition: launch the backfill with a multi-run backfill "
+            "policy, or write the partitions yourself and return None (annotate the asset `-> None`)."
+        )
 
 
 class StoreIOManager(ConfigurableIOManager, abc.ABC):
@@ -125,27 +159,37 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     def load_input(self, context: InputContext) -> Any:
         store = self.store()
         keys = keys_for_input(context)
+        allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions", False))
         values, total_bytes, total_seconds = {}, 0, 0.0
         for partition, key in keys.items():
             try:
                 value, result = store.get(key)
             except ObjectMissingError as exc:
+                if partition is not None and allow_missing:
+                    context.log.info(f"Partition {partition} of {_producer(context)} is not stored; skipped "
+                                     "(allow_missing_partitions)")
+                    continue
                 raise ObjectMissingError(
                     exc.uri, exc.ttl_seconds, f"Re-execute the step that produces it ({_producer(context)})."
                 ) from None
             values[partition] = value
             total_bytes += result.manifest.size
             total_seconds += result.seconds
-        context.add_input_metadata({
+        metadata = {
             "backend": store.backend,
             "bytes": MetadataValue.int(total_bytes),
             "read_seconds": MetadataValue.float(round(total_seconds, 6)),
             "read_mb_s": MetadataValue.float(round(total_bytes / MiB / max(total_seconds, 1e-9), 2)),
-        })
+        }
+        if len(keys) == 1 or not context.has_asset_key:
+            context.add_input_metadata(metadata)
+        else:  # Dagster records input metadata of one partition only (it raises for a window or a range)
+            context.log.info(f"Loaded {len(values)} of {len(keys)} partitions of {_producer(context)}: "
+                             f"{total_bytes} bytes in {total_seconds:.3f} s on {store.backend}")
         if list(keys) == [None]:
             return values[None]
-        if len(keys) == 1 and context.has_asset_partitions and len(context.asset_partition_keys) == 1:
-            return next(iter(values.values()))
+        if len(keys) == 1:
+            return next(iter(values.values()), None)
         return values
 
 

@@ -1,5 +1,6 @@
 """What ``dagster dev -w workspace.yaml`` loads: the paper's three applications and the demo,
-their outputs in the local Cassandra; nightly schedules for the applications (stopped until
+their outputs in the local Cassandra; the demo and word count as software-defined assets
+(``pipelines.assets``); nightly schedules for the applications (stopped until
 turned on); the purge sensor; and the retune job with its sensor and schedule.
 
 Jobs bound to the other stores (for comparisons) are made by
@@ -8,6 +9,7 @@ Jobs bound to the other stores (for comparisons) are made by
 from dagster import DefaultScheduleStatus, ScheduleDefinition
 
 from asgard_dagster.definitions import asgard_definitions
+from pipelines.assets import ASSETS
 from pipelines.demo import fan_out_fan_in
 from pipelines.jobs import APPS, make_job
 
@@ -17,4 +19,4 @@ nightly = [
                        default_status=DefaultScheduleStatus.STOPPED)
     for i, job in enumerate(app_jobs)
 ]
-defs = asgard_definitions(jobs=app_jobs + [fan_out_fan_in], schedules=nightly, retune=True)
+defs = asgard_definitions(jobs=app_jobs + [fan_out_fan_in], assets=ASSETS, schedules=nightly, retune=True)

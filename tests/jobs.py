@@ -69,3 +69,15 @@ def nested_redis_env_job():
     executor_def=multiprocess_executor)
 def nested_cassandra_env_job():
     consume(produce())
+
+
+# the workspace's word-count assets, map side, on the test keyspace (tests/test_io_shapes.py)
+def word_count_map_assets_job():
+    from dagster import Definitions
+
+    from pipelines.assets import ASSETS, word_count_map_job
+    from tests.conftest import TEST_KEYSPACE
+
+    defs = Definitions(assets=ASSETS, jobs=[word_count_map_job], executor=multiprocess_executor,
+                       resources={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))})
+    return defs.resolve_job_def("word_count_map")
