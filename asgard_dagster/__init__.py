@@ -1,7 +1,8 @@
 """asgard-dagster: ephemeral op outputs in a self-tuning Apache Cassandra.
 
 What a Dagster user imports: IO managers (Cassandra, and the Redis, S3 and local baselines),
-the resources they nest for their connection, and the purge sensor.
+the resources they nest for their connection, the purge sensor, and :class:`Stream` for outputs
+bigger than memory.
 """
 from .cassandra import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
 from .connection import ConnectionFieldsConflictError
@@ -9,9 +10,10 @@ from .io_manager import StoreIOManager
 from .local import LocalIOManager
 from .redis import RedisIOManager, RedisResource
 from .s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
+from resources.stores.stream import Stream
 
 __all__ = [
     "CassandraIOManager", "CassandraResource", "ConnectionFieldsConflictError", "LocalIOManager", "StoreIOManager",
     "make_purge_on_success_sensor", "RedisIOManager", "RedisResource", "S3IOManager", "S3StoreResource",
-    "stock_s3_pickle_io_manager",
+    "stock_s3_pickle_io_manager", "Stream",
 ]

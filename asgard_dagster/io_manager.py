@@ -28,6 +28,7 @@ from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputCo
 from pydantic import BaseModel, Field
 
 from resources.stores import ObjectKey, ObjectMissingError, ObjectStore
+from resources.stores.stream import Stream
 
 MiB = 1024 * 1024
 
@@ -141,7 +142,9 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     # --- Dagster IOManager ------------------------------------------------------------------
     def handle_output(self, context: OutputContext, obj: Any) -> None:
         store = self.store()
-        result = store.put(key_for_output(context), obj)
+        key = key_for_output(context)
+        # a Stream is written chunk by chunk as it comes, never whole in memory
+        result = store.put_stream(key, obj) if isinstance(obj, Stream) else store.put(key, obj)
         m = result.manifest
         context.add_output_metadata({
             "dagster/uri": MetadataValue.text(result.uri),
@@ -160,10 +163,12 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         store = self.store()
         keys = keys_for_input(context)
         allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions", False))
+        # an input annotated Stream reads chunks on demand (whatever was stored: a stream or a value's bytes)
+        fetch = store.open_stream if _wants_stream(context) else store.get
         values, total_bytes, total_seconds = {}, 0, 0.0
         for partition, key in keys.items():
             try:
-                value, result = store.get(key)
+                value, result = fetch(key)
             except ObjectMissingError as exc:
                 if partition is not None and allow_missing:
                     context.log.info(f"Partition {partition} of {_producer(context)} is not stored; skipped "
@@ -191,6 +196,11 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         if len(keys) == 1:
             return next(iter(values.values()), None)
         return values
+
+
+def _wants_stream(context: InputContext) -> bool:
+    typing_type = getattr(context.dagster_type, "typing_type", None)
+    return isinstance(typing_type, type) and issubclass(typing_type, Stream)
 
 
 def _fingerprint(config: BaseModel) -> tuple:

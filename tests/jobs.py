@@ -81,3 +81,4 @@ def word_count_map_assets_job():
     defs = Definitions(assets=ASSETS, jobs=[word_count_map_job], executor=multiprocess_executor,
                        resources={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))})
     return defs.resolve_job_def("word_count_map")
+

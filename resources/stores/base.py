@@ -165,6 +165,10 @@ def unpack_head(record: bytes, where: str = "") -> tuple[bytes, bytes | None]:
     return manifest, (rest if len(rest) else None)
 
 
+#: the serializer name in a stream's manifest: its one frame is the raw bytes
+STREAM_SERIALIZER = "stream"
+
+
 def new_version() -> str:
     """32 hex digits ordered by creation time (nanoseconds, then 64 random bits)."""
     return f"{time.time_ns():016x}{uuid.uuid4().hex[:16]}"
@@ -376,6 +380,71 @@ class ObjectStore(abc.ABC):
             self.signer.sign(manifest, key)
         self._write_manifest(key, manifest, inline)
         return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0)
+
+    def put_stream(self, key: ObjectKey, pieces: Iterable) -> PutResult:
+        """Store the bytes of ``pieces`` (a :class:`~.stream.Stream` or any iterable of bytes-like)
+        chunk by chunk, never holding more than the request window; committed by the manifest,
+        written last, like :meth:`put`. ``max_object_bytes`` (a bound on what a value may take in
+        memory) does not apply: a stream is bounded by the store's space."""
+        t0 = time.perf_counter()
+        version = new_version()
+        chunk_sizes: list[int] = []
+        chunk_crcs: list[int] = []
+        chunk_macs: list[str] | None = [] if self.signer else None
+        stored = 0
+
+        def views() -> Iterator[memoryview]:
+            for piece in pieces:
+                view = memoryview(piece)
+                yield view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+        def encoded() -> Iterator[tuple[int, Any]]:
+            nonlocal stored
+            for i, chunk in enumerate(iter_chunks(views(), self.chunk_size)):
+                data = self.codec.compress(chunk)
+                chunk_sizes.append(chunk.nbytes)
+                chunk_crcs.append(zlib.crc32(data))
+                if chunk_macs is not None:
+                    chunk_macs.append(self.signer.chunk_mac(data))
+                stored += memoryview(data).nbytes
+                yield i, data
+
+        self._write_chunks(key, version, encoded(), None)
+        size = sum(chunk_sizes)
+        manifest = Manifest(
+            version=version, size=size, stored_bytes=stored, chunk_size=self.chunk_size,
+            chunk_sizes=chunk_sizes, chunk_crcs=chunk_crcs, frames=[size], serializer=STREAM_SERIALIZER,
+            codec=self.codec.name, python_type="asgard.Stream", chunk_macs=chunk_macs,
+        )
+        if self.signer:
+            self.signer.sign(manifest, key)
+        self._write_manifest(key, manifest, None)
+        return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0)
+
+    def open_stream(self, key: ObjectKey):
+        """The stored object's bytes as a :class:`~.stream.Stream` that fetches its chunks on demand
+        (any object: one written by :meth:`put` reads as its serialized bytes)."""
+        from .stream import ChunkReader, Stream
+
+        head = self._head(key)
+        if head is None:
+            raise ObjectMissingError(self.uri(key), self.ttl_seconds or None)
+        manifest, inline = head
+        if sum(manifest.chunk_sizes) != manifest.size or len(manifest.chunk_crcs) != manifest.chunks:
+            raise CorruptManifestError(self.uri(key), "its chunk sizes and checksums do not add up to its size")
+
+        def decode(index: int, data) -> Any:
+            if data is None:
+                raise ObjectMissingError(self.uri(key) + f" (chunk {index})", self.ttl_seconds or None,
+                                         "Its chunks are gone although the manifest remains.")
+            return self._decode_chunk(key, manifest, index, data)
+
+        if manifest.inline:
+            chunks = iter([(0, inline if inline is not None else b"")])
+        else:
+            chunks = self._read_chunks(key, manifest.version, manifest.chunks)
+        return Stream(ChunkReader(chunks, manifest.chunks, decode), size=manifest.size), GetResult(
+            key, self.uri(key), manifest, 0.0)
 
     def _head(self, key: ObjectKey) -> tuple[Manifest, Any] | None:
         head = self._read_manifest(key)

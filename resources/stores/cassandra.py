@@ -140,6 +140,9 @@ def _is_schema_settling(exc: BaseException) -> bool:
         for e in errors)
 
 
+#: chunk groups a stream's index row names ahead of the ones written (one index write per 64)
+STREAM_GROUPS_AHEAD = 64
+
 #: how long a request resends while a new table settles (it took milliseconds when seen)
 SCHEMA_SETTLE_SECONDS = 10.0
 
@@ -690,14 +693,21 @@ class CassandraObjectStore(ObjectStore):
         return -(-chunks // self.chunks_per_partition)
 
     # --- primitives -------------------------------------------------------------------
-    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]], count: int) -> None:
+    def _write_chunks(self, key: ObjectKey, version: str, chunks: Iterator[tuple[int, Any]],
+                      count: int | None) -> None:
         ttl, per = self.ttl_seconds, self.chunks_per_partition
         # the version's index row goes out with its first chunks, so a put that dies half-way
-        # leaves no partition the scope's purge cannot find (its committed flag stays false)
+        # leaves no partition the scope's purge cannot find (its committed flag stays false).
+        # A stream (count None) announces its groups ahead, STREAM_GROUPS_AHEAD at a time: the
+        # row never names fewer groups than are written (purge deletes a few empty ones at most).
 
         def all_items():
-            yield -1, "insert_index", (key.scope, key.path, version, self.groups(count), False, ttl)
+            announced = self.groups(count) if count is not None else 0
+            yield -1, "insert_index", (key.scope, key.path, version, announced, False, ttl)
             for i, data in chunks:
+                if i // per >= announced:
+                    announced = i // per + STREAM_GROUPS_AHEAD
+                    yield -1, "insert_index", (key.scope, key.path, version, announced, False, ttl)
                 yield i, "insert_chunk", (key.scope, key.path, version, i // per, i, data, ttl)
 
         for _ in self._pipelined(all_items()):

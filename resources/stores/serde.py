@@ -116,7 +116,20 @@ class ZstdCodec(Codec):
         return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
 
 
-SERIALIZERS: dict[str, type[Serializer]] = {PickleSerializer.name: PickleSerializer}
+class StreamBytesSerializer(Serializer):
+    """A stream's bytes (written by ``put_stream``), read whole as ``bytes`` by a consumer that
+    did not ask for a ``Stream``."""
+
+    name = "stream"
+
+    def dumps(self, obj: Any) -> list[memoryview]:
+        return [memoryview(obj).cast("B")]
+
+    def loads(self, frames: list[memoryview]) -> Any:
+        return b"".join(frames)
+
+
+SERIALIZERS: dict[str, type[Serializer]] = {s.name: s for s in (PickleSerializer, StreamBytesSerializer)}
 CODECS: dict[str, type[Codec]] = {c.name: c for c in (NoCodec, Lz4Codec, ZstdCodec)}
 
 
