@@ -199,7 +199,12 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
 
 
 def _wants_stream(context: InputContext) -> bool:
-    typing_type = getattr(context.dagster_type, "typing_type", None)
+    from dagster import DagsterInvariantViolationError
+
+    try:
+        typing_type = getattr(context.dagster_type, "typing_type", None)
+    except DagsterInvariantViolationError:  # a context built by hand without a type
+        return False
     return isinstance(typing_type, type) and issubclass(typing_type, Stream)
 
 

@@ -217,6 +217,27 @@ def iter_chunks(frames: list[memoryview], chunk_size: int) -> Iterator[memoryvie
         yield memoryview(bytes(pending))
 
 
+class _ChunkEncoder:
+    """Compresses, checksums and signs chunks as they go out, keeping what the manifest records."""
+
+    def __init__(self, store: "ObjectStore"):
+        self.codec, self.signer = store.codec, store.signer
+        self.sizes: list[int] = []
+        self.crcs: list[int] = []
+        self.macs: list[str] | None = [] if store.signer else None
+        self.stored = 0
+
+    def encode(self, chunks: Iterable[memoryview]) -> Iterator[tuple[int, Any]]:
+        for i, chunk in enumerate(chunks):
+            data = self.codec.compress(chunk)
+            self.sizes.append(chunk.nbytes)
+            self.crcs.append(zlib.crc32(data))
+            if self.macs is not None:
+                self.macs.append(self.signer.chunk_mac(data))
+            self.stored += memoryview(data).nbytes
+            yield i, data
+
+
 class ObjectStore(abc.ABC):
     """Stores Python values under :class:`ObjectKey` s. Subclasses give the backend primitives.
 
@@ -334,47 +355,28 @@ class ObjectStore(abc.ABC):
         if size > self.max_object_bytes:
             raise ObjectTooLargeError(self.uri(key), size, self.max_object_bytes)
         version = new_version()
-        chunk_sizes: list[int] = []
-        chunk_crcs: list[int] = []
-        chunk_macs: list[str] | None = [] if self.signer else None
-        stored = 0
-
-        def encoded() -> Iterator[tuple[int, Any]]:
-            nonlocal stored
-            for i, chunk in enumerate(iter_chunks(frames, self.chunk_size)):
-                data = self.codec.compress(chunk)
-                chunk_sizes.append(chunk.nbytes)
-                chunk_crcs.append(zlib.crc32(data))
-                if chunk_macs is not None:
-                    chunk_macs.append(self.signer.chunk_mac(data))
-                stored += memoryview(data).nbytes
-                yield i, data
-
+        encoder = _ChunkEncoder(self)
         inline = None
         if size <= self.inline_bytes:
             # the whole object as one chunk kept in the manifest's record: the put is one write
             joined = b"".join(frames) if len(frames) != 1 else frames[0]
-            inline = self.codec.compress(memoryview(joined).cast("B"))
-            chunk_sizes.append(size)
-            chunk_crcs.append(zlib.crc32(inline))
-            if chunk_macs is not None:
-                chunk_macs.append(self.signer.chunk_mac(inline))
-            stored = memoryview(inline).nbytes
+            ((_, inline),) = encoder.encode([memoryview(joined).cast("B")])
         else:
-            self._write_chunks(key, version, encoded(), -(-size // self.chunk_size))
+            self._write_chunks(key, version, encoder.encode(iter_chunks(frames, self.chunk_size)),
+                               -(-size // self.chunk_size))
         manifest = Manifest(
             version=version,
             size=size,
-            stored_bytes=stored,
+            stored_bytes=encoder.stored,
             chunk_size=self.chunk_size,
-            chunk_sizes=chunk_sizes,
-            chunk_crcs=chunk_crcs,
+            chunk_sizes=encoder.sizes,
+            chunk_crcs=encoder.crcs,
             frames=frame_lengths,
             serializer=self.serializer.name,
             codec=self.codec.name,
             python_type=f"{type(obj).__module__}.{type(obj).__qualname__}",
             inline=inline is not None,
-            chunk_macs=chunk_macs,
+            chunk_macs=encoder.macs,
         )
         if self.signer:
             self.signer.sign(manifest, key)
@@ -388,33 +390,14 @@ class ObjectStore(abc.ABC):
         memory) does not apply: a stream is bounded by the store's space."""
         t0 = time.perf_counter()
         version = new_version()
-        chunk_sizes: list[int] = []
-        chunk_crcs: list[int] = []
-        chunk_macs: list[str] | None = [] if self.signer else None
-        stored = 0
-
-        def views() -> Iterator[memoryview]:
-            for piece in pieces:
-                view = memoryview(piece)
-                yield view.cast("B") if view.format != "B" or view.ndim != 1 else view
-
-        def encoded() -> Iterator[tuple[int, Any]]:
-            nonlocal stored
-            for i, chunk in enumerate(iter_chunks(views(), self.chunk_size)):
-                data = self.codec.compress(chunk)
-                chunk_sizes.append(chunk.nbytes)
-                chunk_crcs.append(zlib.crc32(data))
-                if chunk_macs is not None:
-                    chunk_macs.append(self.signer.chunk_mac(data))
-                stored += memoryview(data).nbytes
-                yield i, data
-
-        self._write_chunks(key, version, encoded(), None)
-        size = sum(chunk_sizes)
+        encoder = _ChunkEncoder(self)
+        self._write_chunks(key, version, encoder.encode(iter_chunks((memoryview(p) for p in pieces), self.chunk_size)),
+                           None)
+        size = sum(encoder.sizes)
         manifest = Manifest(
-            version=version, size=size, stored_bytes=stored, chunk_size=self.chunk_size,
-            chunk_sizes=chunk_sizes, chunk_crcs=chunk_crcs, frames=[size], serializer=STREAM_SERIALIZER,
-            codec=self.codec.name, python_type="asgard.Stream", chunk_macs=chunk_macs,
+            version=version, size=size, stored_bytes=encoder.stored, chunk_size=self.chunk_size,
+            chunk_sizes=encoder.sizes, chunk_crcs=encoder.crcs, frames=[size], serializer=STREAM_SERIALIZER,
+            codec=self.codec.name, python_type="asgard.Stream", chunk_macs=encoder.macs,
         )
         if self.signer:
             self.signer.sign(manifest, key)
