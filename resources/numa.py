@@ -5,9 +5,14 @@ per NUMA node, bound with ``numactl --cpunodebind=N --membind=N`` and ``-XX:+Use
 
 * Topology: ``/sys/devices/system/node/nodeN/{cpulist,meminfo}`` (:func:`numa_nodes`; the root is
   a parameter so tests read fake trees).
-* Plan (:func:`plan_instances`): instances over the nodes that have CPUs, each bound to its node
-  (``--cpunodebind``/``--membind``) or to CPUs of it (``--physcpubind``/``--membind``), or not
-  bound at all; heap and memtable space sized from the instance's share of its node's memory.
+* Plan (:func:`plan_instances`): instances over the nodes that have CPUs, each bound to its whole
+  node or to some CPUs of it, or not bound at all; heap and memtable space sized from the
+  instance's share of its node's memory. numactl is always told the CPUs
+  (``--physcpubind=<cpus> --membind=<node>``): a whole node is its CPUs that the launcher may
+  use. ``--cpunodebind`` (seed 002's form) binds the same CPUs on an unrestricted launcher, but
+  it *widens* a narrowed affinity to the whole node (``taskset -c 0 numactl --cpunodebind=0``
+  runs on 0-1 here) while ``--physcpubind`` refuses CPUs outside it, so the CPU list is the one
+  form whose result the plan knows exactly.
 * Verification (:func:`observe_binding`, :meth:`Binding.problems`): what ``/proc`` says the process
   is bound to, against the plan. :class:`resources.process.ManagedServer` does it on every launch.
 
@@ -182,8 +187,8 @@ class ObservedBinding:
 
 @dataclass(frozen=True)
 class Binding:
-    """Where a process must run: the CPUs and memory nodes it is bound to. ``node`` set: bound by
-    node (``--cpunodebind=N --membind=N``, seed 002's form); else by CPU list (``--physcpubind``)."""
+    """Where a process must run: the CPUs and memory nodes it is bound to. ``node`` set: the
+    CPUs are all of that node's (that the launcher may use); else some CPUs of a node."""
 
     cpus: tuple[int, ...]
     mems: tuple[int, ...]
@@ -197,13 +202,10 @@ class Binding:
         numactl = shutil.which("numactl")
         if numactl is None:
             raise NumaPlanError("numactl is not installed: run scripts/setup.sh (apt-get install numactl)")
-        mems = format_cpulist(self.mems)
-        if self.node is not None:
-            return [numactl, f"--cpunodebind={self.node}", f"--membind={mems}"]
-        return [numactl, f"--physcpubind={format_cpulist(self.cpus)}", f"--membind={mems}"]
+        return [numactl, f"--physcpubind={format_cpulist(self.cpus)}", f"--membind={format_cpulist(self.mems)}"]
 
     def describe(self) -> str:
-        how = f"node {self.node}" if self.node is not None else "physcpubind"
+        how = f"all of node {self.node}" if self.node is not None else "CPUs of a node"
         return f"cpus {format_cpulist(self.cpus)}, mems {format_cpulist(self.mems)} ({how})"
 
     def problems(self, seen: ObservedBinding) -> list[str]:
@@ -325,6 +327,12 @@ class InstancePlan:
     binding: Binding | None       # None: not pinned
 
     @property
+    def over_share(self) -> bool:
+        """An explicit heap larger than the instance's memory share: allowed (the operator's
+        call, and memory is not a hard partition), but said wherever the plan is shown."""
+        return self.heap_mib > self.memory_mib
+
+    @property
     def heap(self) -> str:
         return f"{self.heap_mib}M"
 
@@ -332,6 +340,8 @@ class InstancePlan:
         where = self.binding.describe() if self.binding else f"unpinned (cpus {format_cpulist(self.cpus)})"
         source = (f"rule: max(min(1/2, 1 GiB), min(1/4, 8 GiB)) of {self.memory_mib} MiB"
                   if self.heap_source == "rule" else f"set; the rule gives {self.heap_rule_mib} MiB")
+        if self.over_share:
+            source += f"; OVER its memory share of {self.memory_mib} MiB"
         return f"{where}; heap {self.heap_mib} MiB ({source}); memtable space {self.memtable_mib} MiB (heap/4)"
 
     def to_dict(self) -> dict:
@@ -362,15 +372,16 @@ def plan_instances(
 
     Instance ``i`` goes to node ``i mod nodes`` (nodes with CPUs, in id order). ``pin=False``: no
     binding, every instance shares the machine. Otherwise each is bound to its node
-    (``--cpunodebind``/``--membind``), or with ``cpus_per_instance=k`` to ``k`` CPUs of its node
+    (its CPUs and memory), or with ``cpus_per_instance=k`` to ``k`` CPUs of its node
     (the ``j``-th instance on a node gets the ``j``-th ``k`` of the node's CPU list), or with
     ``cpu_sets`` to exactly those CPUs each (the node is the one holding them). ``heap``: an
     explicit heap (``"1G"`` or MiB) instead of the rule. ``allowed_cpus``: the CPUs the launcher
-    may use (``os.sched_getaffinity(0)`` for a real launch; a cpuset narrows a node); None: all.
+    may use (``os.sched_getaffinity(0)`` for a real launch: numactl refuses others); None: all.
 
     Raises :class:`NumaPlanError` for what cannot be placed: no node with CPUs, a node without
-    ``MemTotal``, more instances on a node than it has CPUs, CPU sets that overlap, span nodes or
-    name CPUs that do not exist, a heap larger than the instance's memory share.
+    ``MemTotal``, more instances on a node than it has CPUs, CPU sets that are empty, overlap,
+    span nodes, or name CPUs that do not exist or the launcher may not use. (An explicit heap
+    over the memory share is planned and flagged: :attr:`InstancePlan.over_share`.)
     """
     nodes = numa_nodes(root)
     allowed = None if allowed_cpus is None else set(allowed_cpus)
@@ -466,9 +477,6 @@ def plan_instances(
             binding = Binding(cpus, mems, node=node.node_id if whole_node else None)
         rule = cassandra_heap_mib(memory)
         chosen = explicit_heap if explicit_heap is not None else rule
-        if chosen > memory:
-            raise NumaPlanError(f"instance {i}: heap {chosen} MiB exceeds its memory share of {memory} MiB "
-                                f"({'node ' + str(node.node_id) if node else 'the machine'})")
         plans.append(InstancePlan(
             index=i, node=None if node is None else node.node_id, cpus=cpus, mems=mems, memory_mib=memory,
             heap_rule_mib=rule, heap_mib=chosen, heap_source="rule" if explicit_heap is None else "set",

@@ -69,7 +69,7 @@ def test_one_node_with_an_uneven_cpu_list(tmp_path):
     assert summary([plan]) == [(0, "0-3,8-9", "0", 16384, 4096, 1024)]
     assert plan.heap_source == "rule" and plan.heap == "4096M"
     assert plan.binding == Binding((0, 1, 2, 3, 8, 9), (0,), node=0)
-    assert plan.binding.numactl_args()[1:] == ["--cpunodebind=0", "--membind=0"]
+    assert plan.binding.numactl_args()[1:] == ["--physcpubind=0-3,8-9", "--membind=0"]
 
     # two instances pinned to one CPU each: each gets half the node, 8192 MiB -> heap 2048
     two = plan_instances(2, root=root, cpus_per_instance=1)
@@ -83,6 +83,9 @@ def test_one_node_with_an_uneven_cpu_list(tmp_path):
     [set_heap] = plan_instances(root=root, heap="1G")
     assert (set_heap.heap_mib, set_heap.memtable_mib, set_heap.heap_rule_mib, set_heap.heap_source) == \
         (1024, 256, 4096, "set")
+    # one over the instance's memory share is the operator's call: planned, and flagged
+    [big] = plan_instances(root=root, heap="20G")
+    assert big.over_share and "OVER its memory share of 16384 MiB" in big.describe()
     # unpinned: no binding, every CPU
     [free] = plan_instances(root=root, pin=False)
     assert free.binding is None and free.cpus == (0, 1, 2, 3, 8, 9)
@@ -142,8 +145,8 @@ def test_impossible_plans_are_typed_errors(tmp_path):
         plan_instances(root=one, cpu_sets=["0", "5"])
     with pytest.raises(NumaPlanError, match="empty CPU set"):
         plan_instances(root=one, cpu_sets=["0", ""])
-    with pytest.raises(NumaPlanError, match="exceeds its memory share"):
-        plan_instances(root=one, heap="20G")
+    with pytest.raises(NumaPlanError, match="outside the allowed"):
+        plan_instances(root=one, cpu_sets=["8"], allowed_cpus={0, 1})
     with pytest.raises(NumaPlanError, match="not a heap size"):
         plan_instances(root=one, heap="lots")
     with pytest.raises(NumaPlanError, match="at least 1"):
@@ -240,7 +243,7 @@ def test_a_binding_mismatch_stops_the_server_and_is_an_error(tmp_path):
     with pytest.raises(NumaBindingError) as caught:
         server.start(timeout=30)
     message = str(caught.value)
-    assert "Planned: cpus 0, mems 0 (physcpubind)" in message
+    assert "Planned: cpus 0, mems 0 (CPUs of a node)" in message
     assert "Cpus_allowed_list is 0-1, the plan says 0" in message
     assert "it was stopped" in message
     assert server.pid() is None  # stopped, not left running unpinned
@@ -274,7 +277,7 @@ def test_two_cassandra_instances_pinned_one_cpu_each_are_verified(tmp_path, caps
         assert rows[1]["placement"]["cpus"] == "1" and rows[1]["placement"]["heap_mib"] == 1024
         _print_status(rows, False)  # what `asgard cassandra status` prints for these rows
         text = capsys.readouterr().out
-        assert "launched with: cpus 1, mems 0 (physcpubind); heap 1024 MiB (set; the rule gives" in text
+        assert "launched with: cpus 1, mems 0 (CPUs of a node); heap 1024 MiB (set; the rule gives" in text
         assert f"/proc/{ring.nodes[1].pid()}: cpus 1, mems_allowed 0, policy bind:0" in text
         assert "(as planned)" in text
     finally:

@@ -10,7 +10,7 @@ NUMA plan and the launch-time check of every binding in /proc:
 * ``N pinned``: N instances, one per unit, heap ``H`` each, one ring (replication factor 1);
 * ``unpinned``: one instance, not bound, heap ``N x H``.
 
-A unit is a NUMA node where the machine has several (``--cpunodebind``/``--membind``); on a
+A unit is a NUMA node where the machine has several (its CPUs and ``--membind``); on a
 one-node machine it is ``cpus // N`` CPUs of node 0 (``--physcpubind``), and the efficiency then
 measures CPU pinning and instance count only: every byte is node-local either way. The table says
 which.
@@ -135,6 +135,12 @@ def _measure(config: dict, first_index: int, workdir, clients: int, seconds: flo
                 "plan": [p.describe() for p in ring.plan],
                 "verified": [b["text"] if b else "not running" for b in bindings],
                 "binding_ok": all(b is not None and b["ok"] for b in bindings)}
+    except Exception as exc:
+        # the ring's directories are removed at the end: say here what its instances logged
+        logs = "\n".join(f"--- {n.name} ({'running' if n.is_running() else 'NOT running'}), "
+                         f"last lines of {n.log_file}:\n{n.tail_log(15)}" for n in ring.nodes)
+        raise RuntimeError(f"bench scaling, configuration {config['config']!r}: {type(exc).__name__}: {exc}\n"
+                           f"{logs}") from exc
     finally:
         if store is not None and store._session is not None:
             # the ring goes away: a session left open would keep trying to reconnect to it
@@ -199,7 +205,7 @@ def run_scaling_bench(instances: int | None = None, heap_mib: int = 512, seconds
     }
     if topo["numa_nodes"] > 1:
         note = (f"{topo['numa_nodes']} NUMA nodes: each pinned instance is bound to one node's CPUs and memory "
-                f"(numactl --cpunodebind/--membind), as in seed 002.")
+                f"(numactl --physcpubind=<node CPUs> --membind), as in seed 002.")
     else:
         note = (f"this machine has ONE NUMA node ({topo['cpus']} CPUs): pinned instances are bound to "
                 f"{topo['cpus'] // instances} CPU(s) each of node 0 (numactl --physcpubind), so the efficiency "
