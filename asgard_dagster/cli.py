@@ -7,6 +7,7 @@
     asgard bench io [--json]                                  store throughput and memory, every backend
     asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
     asgard bench dynamic [--json]                             bursts of apps: static default, static tuned, Asgard
+    asgard bench scaling [--json]                             1 and N pinned Cassandra instances against one unpinned
     asgard tune ...                                           the tuner (calibrate, rank, fit, evaluate, recommend)
 """
 from __future__ import annotations
@@ -36,6 +37,31 @@ def _print_status(rows: list[dict], as_json: bool) -> None:
         state = "ready" if row.get("ready") else ("running" if row.get("running") else "stopped")
         extra = f" overrides={row['overrides']}" if row.get("overrides") else ""
         click.echo(f"{row['name']:<14} {state:<8} {row.get('endpoint', ''):<18} pid={row.get('pid')} log={row['log']}{extra}")
+        for line in _placement_lines(row):
+            click.echo(f"{'':<14} {line}")
+
+
+def _placement_lines(row: dict) -> list[str]:
+    """A server's NUMA plan (Cassandra: cpus, mems, heap, memtable space) and its binding as
+    /proc shows it, checked against the plan it was launched with."""
+    lines = []
+    if row.get("placement_text"):
+        when = "launched with" if row.get("running") else "plan"
+        lines.append(f"{when}: {row['placement_text']}")
+    elif "placement" in row and row.get("running"):
+        # started by an older version, or as a standalone node: its heap is not on record here
+        nxt = f"; a restart here plans: {row['placement_next']}" if row.get("placement_next") else ""
+        lines.append(f"launched without a NUMA plan{nxt}")
+    binding = row.get("binding")
+    if binding:
+        if binding["planned"] is None:
+            verdict = "not pinned"
+        elif binding["ok"]:
+            verdict = "as planned"
+        else:
+            verdict = "MISMATCH: " + "; ".join(binding["problems"])
+        lines.append(f"/proc/{row.get('pid')}: {binding['text']} ({verdict})")
+    return lines
 
 
 @click.group()
@@ -347,6 +373,37 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
         return
     click.echo(table(result))
     click.echo(f"written: {result['out']}/dynamic.json, {result['plot']}")
+
+
+@bench.command("scaling")
+@click.option("--instances", type=click.IntRange(2), default=None,
+              help="N (default: the NUMA nodes, or 2 on a one-node machine).")
+@click.option("--heap", "heap_mib", default=512, show_default=True, type=click.IntRange(256),
+              help="MiB of heap per pinned instance; the unpinned one gets N times this.")
+@click.option("--seconds", default=5.0, show_default=True, type=click.FloatRange(0.5),
+              help="Seconds of puts, then of gets, per configuration and round.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1), help="Interleaved rounds (median).")
+@click.option("--clients", default=4, show_default=True, type=click.IntRange(1), help="Client threads.")
+@click.option("--object-mib", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--first-index", default=14, show_default=True, type=click.IntRange(1, 254),
+              help="Instances run on 127.0.0.<first-index> onwards.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_scaling(instances, heap_mib, seconds, repeat, clients, object_mib, first_index, as_json):
+    """Throughput with 1 and N pinned Cassandra instances against one unpinned instance of the same
+    total heap (seed 002: one instance per NUMA node). Says what the machine has: on one NUMA node
+    the instances are pinned to CPUs, and efficiency means CPU pinning only."""
+    from .bench.scaling import print_report, run_scaling_bench
+
+    try:
+        report = run_scaling_bench(instances=instances, heap_mib=heap_mib, seconds=seconds, repeat=repeat,
+                                   clients=clients, object_mib=object_mib, first_index=first_index,
+                                   progress=not as_json)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    print_report(report)
 
 
 @bench.command("report")

@@ -8,7 +8,9 @@ own run directory, logged to a file there, and probed until it answers. ``start`
 from __future__ import annotations
 
 import abc
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from .numa import numactl_prefix
+from .numa import Binding, NumaBindingError, node_binding, observe_binding
 
 
 #: Start every server with the stop signals at their defaults (coreutils ``env`` execs in place).
@@ -58,6 +60,11 @@ class ManagedServer(abc.ABC):
     def environment(self) -> dict[str, str]:
         return dict(os.environ)
 
+    def binding(self) -> Binding | None:
+        """Where the server must run (numactl binds it there, :meth:`start` checks it in /proc);
+        None: not pinned. The base class binds to ``numa_node`` when one is given."""
+        return None if self.numa_node is None else node_binding(self.numa_node)
+
     @property
     def endpoint(self) -> str:
         return ""
@@ -70,6 +77,11 @@ class ManagedServer(abc.ABC):
     @property
     def log_file(self) -> Path:
         return self.workdir / "server.log"
+
+    @property
+    def binding_file(self) -> Path:
+        """The binding the running server was launched with (absent: launched unpinned)."""
+        return self.workdir / "binding.json"
 
     def pid(self) -> int | None:
         """The live server's pid, or None (a stale pid file is ignored)."""
@@ -103,7 +115,13 @@ class ManagedServer(abc.ABC):
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.prepare()
-        argv = DEFAULT_SIGNALS + self.netns_prefix() + numactl_prefix(self.numa_node) + self.command()
+        binding = self.binding()
+        pin = binding.numactl_args() if binding is not None else []
+        argv = DEFAULT_SIGNALS + self.netns_prefix() + pin + self.command()
+        if binding is not None:
+            self.binding_file.write_text(json.dumps(binding.to_dict()))
+        else:
+            self.binding_file.unlink(missing_ok=True)
         with open(self.log_file, "ab") as log:
             log.write(f"\n=== start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n".encode())
             log.flush()
@@ -118,7 +136,59 @@ class ManagedServer(abc.ABC):
             )
         self.pid_file.write_text(str(proc.pid))
         self.wait_ready(timeout, proc)
+        if binding is not None:
+            self.verify_binding(binding, wrappers=[argv[0], *self.netns_prefix()[:1], *pin[:1]])
         return time.monotonic() - t0
+
+    def verify_binding(self, binding: Binding, wrappers: list[str] = (), timeout: float = 10.0):
+        """Check the launched server's binding in /proc against ``binding``; on a mismatch stop it
+        and raise :class:`NumaBindingError` saying what was planned and what was found.
+
+        ``env``, ``ip netns exec`` and ``numactl`` exec in place, so the recorded pid becomes the
+        server itself; until the last exec the pid may still be a wrapper (a server that is
+        ready at once, or a slow exec), so this waits until /proc shows another executable.
+        """
+        pid = self.pid()
+        if pid is None:
+            raise ServerError(f"{self.name} exited right after it started; see {self.log_file}")
+        wrapper_exes = {os.path.realpath(shutil.which(w) or w) for w in wrappers}
+        deadline = time.monotonic() + timeout
+        seen = observe_binding(pid)
+        while seen.exe in wrapper_exes and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen = observe_binding(pid)
+        problems = [f"pid {pid} is still {seen.exe} after {timeout:.0f}s"] if seen.exe in wrapper_exes else []
+        problems += binding.problems(seen)
+        if problems:
+            self.stop()
+            raise NumaBindingError(
+                f"{self.name} (pid {pid}, {seen.exe}) is not bound as planned, so it was stopped. "
+                f"Planned: {binding.describe()}. Found in /proc/{pid}: {seen.describe()}. "
+                + "; ".join(problems))
+        with open(self.log_file, "a") as log:
+            log.write(f"=== binding verified in /proc/{pid}: {seen.describe()}\n")
+        return seen
+
+    def launched_binding(self) -> Binding | None:
+        try:
+            return Binding.from_dict(json.loads(self.binding_file.read_text()))
+        except (FileNotFoundError, ValueError, KeyError):
+            return None
+
+    def binding_status(self) -> dict | None:
+        """The running server's binding from /proc against the one it was launched with
+        (None when it is not running)."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        try:
+            seen = observe_binding(pid)
+        except NumaBindingError:
+            return None
+        expected = self.launched_binding()
+        problems = expected.problems(seen) if expected is not None else []
+        return {"planned": expected.to_dict() if expected else None, "observed": seen.to_dict(),
+                "text": seen.describe(), "ok": not problems, "problems": problems}
 
     def netns_prefix(self) -> list[str]:
         """``ip netns exec NS`` for a server in a namespace (it execs in place: the pid stays the
@@ -194,6 +264,7 @@ class ManagedServer(abc.ABC):
             "endpoint": self.endpoint,
             "workdir": str(self.workdir),
             "log": str(self.log_file),
+            "binding": self.binding_status() if pid is not None else None,
         }
 
     def tail_log(self, lines: int = 30) -> str:

@@ -2,6 +2,7 @@
 stopped server's error, and two instances on 127.0.0.3/.4 as one ring."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from asgard_dagster import CassandraIOManager
 from resources.cassandra import CassandraCluster, CassandraNode
 from resources.cassandra.config import base_config, render_config, token_for
 from resources.cassandra.nodetool import ring_status
-from resources.numa import numa_nodes, numactl_prefix
+from resources.numa import format_cpulist, numa_nodes, numactl_prefix
 from resources.process import ManagedServer
 from resources.stores import ObjectKey, StoreUnavailableError
 
@@ -31,7 +32,9 @@ def test_numa_topology_and_pinning():
     assert nodes and all(n.cpus for n in nodes)
     assert numactl_prefix(None) == []
     prefix = numactl_prefix(nodes[0].node_id)
-    assert prefix == [] or prefix[1:] == [f"--cpunodebind={nodes[0].node_id}", f"--membind={nodes[0].node_id}"]
+    # a whole node is bound by its CPU list (numa.py: --cpunodebind would widen a narrowed affinity)
+    cpus = format_cpulist(c for c in nodes[0].cpus if c in os.sched_getaffinity(0))
+    assert prefix == [] or prefix[1:] == [f"--physcpubind={cpus}", f"--membind={nodes[0].node_id}"]
     with pytest.raises(ValueError, match="does not exist"):
         numactl_prefix(999)
 

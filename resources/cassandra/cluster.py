@@ -1,18 +1,24 @@
 """Several Cassandra instances on one machine as one ring (instance i on 127.0.0.i).
 
-On a multi-socket server each instance is pinned to one NUMA node (seed 002); here, with one
-node, they share it. The first instance is the seed of every member.
+The members follow a NUMA plan (:func:`resources.numa.plan_instances`): on a multi-node server
+each instance is pinned to one node (seed 002), and its heap and memtable space are sized from
+that node's memory; on a one-node machine they share it unpinned unless asked to pin each to
+CPUs of its own (``cpus_per_instance`` / ``cpu_sets``, numactl ``--physcpubind``). Every pinned
+launch is checked in /proc (:meth:`resources.process.ManagedServer.start`). The first instance is
+the seed of every member.
 """
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..process import ServerError
 
-from ..numa import numa_nodes
+from ..numa import SYS_NODES, local_plan, numa_nodes
 from ..paths import run_dir
 from .node import CassandraNode
 
@@ -25,19 +31,33 @@ class CassandraCluster:
         ring = CassandraCluster(nodes=2, first_index=3, heap="1G")  # 127.0.0.3 and 127.0.0.4
         ring.start()
         ring.rolling_restart({"concurrent_writes": 64})
+
+        # one CPU each (numactl --physcpubind), checked in /proc at start
+        pinned = CassandraCluster(nodes=2, first_index=14, heap="1G", cpus_per_instance=1)
+
+    ``heap``: every member's heap (else ``ASGARD_CASSANDRA_HEAP``, else the plan's rule on the
+    member's memory share). ``workdir``: member ``i`` keeps its state in ``workdir/node<i>``
+    (default: the project's run directory).
     """
 
-    def __init__(self, nodes: int = 1, heap: str | None = None, pin_numa: bool | None = None, first_index: int = 1):
+    def __init__(self, nodes: int = 1, heap: str | None = None, pin_numa: bool | None = None, first_index: int = 1,
+                 cpus_per_instance: int | None = None, cpu_sets: list | None = None, workdir: Path | None = None,
+                 sysfs_root: Path = SYS_NODES):
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
-        numa = numa_nodes()
-        # pin only where there is more than one NUMA node to spread over
-        pin = (len(numa) > 1) if pin_numa is None else pin_numa
+        if cpu_sets is not None and len(cpu_sets) != nodes:
+            raise ValueError(f"{nodes} nodes but {len(cpu_sets)} CPU sets")
+        # pin where there is more than one NUMA node to spread over, or where CPUs are asked for
+        multi = len([n for n in numa_nodes(sysfs_root) if n.cpus]) > 1
+        pin = pin_numa if pin_numa is not None else (multi or cpus_per_instance is not None or cpu_sets is not None)
+        heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP")
+        self.plan = local_plan(nodes, root=sysfs_root, pin=pin, cpus_per_instance=cpus_per_instance,
+                               cpu_sets=cpu_sets, heap=heap)
         seed = f"127.0.0.{first_index}"
         self.nodes = [
-            CassandraNode(index=first_index + i, nodes=nodes, heap=heap, seed=seed, ring_position=i + 1,
-                          numa_node=numa[i % len(numa)].node_id if pin else None)
-            for i in range(nodes)
+            CassandraNode(index=first_index + i, nodes=nodes, seed=seed, ring_position=i + 1, placement=placement,
+                          workdir=(Path(workdir) / f"node{first_index + i}") if workdir else None)
+            for i, placement in enumerate(self.plan)
         ]
 
     def start(self, converge_timeout: float = 90.0) -> dict[str, float]:

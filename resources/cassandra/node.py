@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..numa import Binding, InstancePlan
 from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
@@ -105,6 +106,7 @@ class CassandraNode(ManagedServer):
         system_properties: dict[str, str] | None = None,
         address: str | None = None,
         netns: str | None = None,
+        placement: InstancePlan | None = None,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
@@ -112,7 +114,16 @@ class CassandraNode(ManagedServer):
         self.index, self.nodes, self.version = index, nodes, version
         # extra -D flags for the JVM, e.g. a monitor's interval in a test
         self.system_properties = dict(system_properties or {})
-        self.heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
+        # its slot of a NUMA plan (resources.numa.plan_instances): binding, heap, memtable space
+        self.placement = placement
+        if placement is not None:
+            if numa_node is not None:
+                raise ValueError("give numa_node or placement, not both (a placement says where the instance runs)")
+            if heap is not None and heap != placement.heap:
+                raise ValueError(f"heap {heap} differs from the placement's {placement.heap}: plan with heap=")
+            self.heap = placement.heap
+        else:
+            self.heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
         # another address than 127.0.0.index: a node in a network namespace (resources.network)
         self.address = address or f"127.0.0.{index}"
         self.native_port = native_port
@@ -304,14 +315,43 @@ class CassandraNode(ManagedServer):
             native_port=self.native_port, authenticate=self.authenticate,
             tls=self.tls if self.secure else None,
         )
+        if self.placement is not None:
+            # the plan's memtable space, written out so it is on record (Cassandra's own default
+            # is the same heap/4); a knob override still wins
+            base["memtable_heap_space"] = f"{self.placement.memtable_mib}MiB"
         if not self.fast_start:
             base.update(num_tokens=16, allocate_tokens_for_local_replication_factor=3)
             for key in ("initial_token", "auto_bootstrap"):
                 base.pop(key)
         return render_config(base, self.overrides())
 
+    # --- placement (NUMA plan) -------------------------------------------------------------
+    @property
+    def placement_file(self) -> Path:
+        return self.workdir / "placement.json"
+
+    def binding(self) -> Binding | None:
+        if self.placement is not None:
+            return self.placement.binding
+        return super().binding()
+
+    def launched_placement(self) -> InstancePlan | None:
+        """The plan the running instance was launched with (None: launched without one)."""
+        import json
+
+        try:
+            return InstancePlan.from_dict(json.loads(self.placement_file.read_text()))
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
     def prepare(self) -> None:
+        import json
+
         install(self.version)
+        if self.placement is not None:
+            self.placement_file.write_text(json.dumps(self.placement.to_dict()))
+        else:
+            self.placement_file.unlink(missing_ok=True)
         self._prepare_security()
         write_config(self.conf_dir / "cassandra.yaml", self.config())
         (self.conf_dir / "logback.xml").write_text(LOGBACK_XML)
@@ -425,9 +465,13 @@ class CassandraNode(ManagedServer):
 
     def status(self) -> dict:
         info = super().status()
+        # a running instance shows the plan it was launched with; a stopped one the plan it would get
+        placement = self.launched_placement() if info["running"] else self.placement
         info.update(address=self.address, native_port=self.native_port, jmx_port=self.jmx_port,
                     heap=self.heap, numa_node=self.numa_node, overrides=self.overrides(), version=self.version,
-                    secure=self.secure)
+                    secure=self.secure, placement=placement.to_dict() if placement else None,
+                    placement_text=placement.describe() if placement else None,
+                    placement_next=self.placement.describe() if self.placement else None)
         if self.secure:
             info.update(user=SUPERUSER, password_file=str(self.password_file), ca_file=str(self.tls.ca_cert))
         return info
