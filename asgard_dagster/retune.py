@@ -238,8 +238,9 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                           lookahead_s=lookahead, restart_seconds=restart_s)
         outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
                    "unreadable": unreadable, "restart_seconds": restart_s, "restart_source": restart_source}
-        metadata = {"benefit": MetadataValue.float(float(decision.benefit_ops)),
-                    "cost": MetadataValue.float(float(decision.cost_ops)),
+        # operations over the window: a tenth is plenty to read, the full values are in the outcome
+        metadata = {"benefit": MetadataValue.float(round(float(decision.benefit_ops), 1)),
+                    "cost": MetadataValue.float(round(float(decision.cost_ops), 1)),
                     "lookahead_seconds": MetadataValue.float(lookahead),
                     "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source}
         if not (decision.reconfigure and config.apply):

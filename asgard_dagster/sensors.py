@@ -5,6 +5,8 @@
   last mix, so the same queue never triggers twice.
 * :func:`make_retune_schedule` runs the retune job on a cron schedule for the runs that the
   watched schedules will start within the next window (croniter reads their cron strings).
+
+Both start stopped; each description says so and how to turn it on (:func:`how_to_start`).
 """
 from __future__ import annotations
 
@@ -14,9 +16,19 @@ from typing import Sequence
 
 from croniter import croniter
 from dagster import (
-    DagsterRunStatus, RunRequest, RunsFilter, ScheduleDefinition, ScheduleEvaluationContext, SensorEvaluationContext,
+    DagsterRunStatus, DefaultScheduleStatus, DefaultSensorStatus, RunRequest, RunsFilter, ScheduleDefinition, ScheduleEvaluationContext, SensorEvaluationContext,
     SkipReason, sensor,
 )
+
+
+def how_to_start(kind: str, name: str, status) -> str:
+    """The sentence a sensor's or schedule's description ends with: whether it starts stopped, and
+    how to turn it on (the UI shows the description on the sensor's or schedule's page)."""
+    if status.value == "RUNNING":
+        return f"Starts running; stop it with its toggle in the UI (Automation) or `dagster {kind} stop {name}`."
+    return (f"Starts stopped: turn it on with its toggle in the UI (Automation) or "
+            f"`dagster {kind} start {name}` with your workspace (`-w workspace.yaml`); it ticks while the daemon "
+            f"runs (`dagster dev` runs one).")
 
 
 def _retune_request(counts: dict[str, int], key: str) -> RunRequest:
@@ -41,7 +53,9 @@ def make_upcoming_runs_sensor(retune_job, watched_jobs: Sequence, name: str = "a
     watched = sorted({j if isinstance(j, str) else j.name for j in watched_jobs})
 
     @sensor(job=retune_job, name=name, minimum_interval_seconds=minimum_interval_seconds,
-            description="Retunes Cassandra when the mix of queued runs of the watched jobs changes.")
+            default_status=DefaultSensorStatus.STOPPED,
+            description="Retunes Cassandra when the mix of queued runs of the watched jobs changes. "
+            + how_to_start("sensor", name, DefaultSensorStatus.STOPPED))
     def upcoming_runs(context: SensorEvaluationContext):
         runs = context.instance.get_runs(
             RunsFilter(job_name=None, statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED]), limit=200)
@@ -113,4 +127,6 @@ def make_retune_schedule(retune_job, watched_schedules: Sequence[ScheduleDefinit
         return _retune_request(counts, key=f"scheduled:{now.isoformat()}")
 
     return ScheduleDefinition(name=name, cron_schedule=cron, job=retune_job, execution_fn=evaluate,
-                              description="Retunes Cassandra for the runs scheduled in the next window.")
+                              default_status=DefaultScheduleStatus.STOPPED,
+                              description="Retunes Cassandra for the runs that the watched schedules (those turned "
+                              "on) will start in the next window. " + how_to_start("schedule", name, DefaultScheduleStatus.STOPPED))

@@ -9,6 +9,7 @@ Jobs bound to the other stores (for comparisons) are made by
 from dagster import DefaultScheduleStatus, ScheduleDefinition
 
 from asgard_dagster.definitions import asgard_definitions
+from asgard_dagster.sensors import how_to_start
 from pipelines.assets import ASSETS
 from pipelines.demo import fan_out_fan_in
 from pipelines.jobs import APPS, make_job
@@ -16,7 +17,9 @@ from pipelines.jobs import APPS, make_job
 app_jobs = [make_job(app, "cassandra") for app in APPS]
 nightly = [
     ScheduleDefinition(name=f"{job.name}_nightly", job=job, cron_schedule=f"{10 * i} 2 * * *",
-                       default_status=DefaultScheduleStatus.STOPPED)
+                       default_status=DefaultScheduleStatus.STOPPED,
+                       description=f"Runs {job.name} nightly at 02:{10 * i:02d} UTC. "
+                       + how_to_start("schedule", f"{job.name}_nightly", DefaultScheduleStatus.STOPPED))
     for i, job in enumerate(app_jobs)
 ]
 defs = asgard_definitions(jobs=app_jobs + [fan_out_fan_in], assets=ASSETS, schedules=nightly, retune=True)

@@ -14,6 +14,9 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v numactl >/dev/null || need_apt+=(numactl)
 # `ip netns`, `ip link` and `tc` for the network profiles (resources/network)
 { command -v ip >/dev/null && command -v tc >/dev/null; } || need_apt+=(iproute2)
+# Debian's browser and its driver: tests/test_ui.py drives the Dagster UI (nothing downloads one)
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 command -v ffmpeg >/dev/null || true
 if [ ${#need_apt[@]} -gt 0 ]; then
   say "apt-get install ${need_apt[*]}"

@@ -68,6 +68,9 @@ def test_round_trip_200_mib_numpy_array(io_manager, run_id):
     assert meta["dagster/uri"].value == (
         f"cassandra://127.0.0.1:9042/{TEST_KEYSPACE}.objects/run/{run_id}/producer/result")
     assert meta["write_seconds"].value > 0 and meta["write_mb_s"].value > 0
+    # what the UI shows before it folds the rest: where, how big in MiB, how fast
+    assert list(meta)[:3] == ["dagster/uri", "size_mib", "write_mb_s"]
+    assert meta["size_mib"].value == pytest.approx(meta["bytes"].value / MiB, rel=5e-3)
 
 
 def test_round_trip_dataframe(io_manager, run_id):

@@ -1,9 +1,10 @@
 """A run-status sensor that purges a run's stored outputs once it has succeeded."""
 from __future__ import annotations
 
-from dagster import DagsterRunStatus, RunStatusSensorContext, SkipReason, run_status_sensor
+from dagster import DagsterRunStatus, DefaultSensorStatus, RunStatusSensorContext, SkipReason, run_status_sensor
 
 from ..io_manager import StoreIOManager
+from ..sensors import how_to_start
 
 
 def make_purge_on_success_sensor(io_manager: StoreIOManager, name: str = "asgard_purge_succeeded_runs", **kwargs):
@@ -17,6 +18,11 @@ def make_purge_on_success_sensor(io_manager: StoreIOManager, name: str = "asgard
         defs = Definitions(jobs=[...], resources={"io_manager": io_manager},
                            sensors=[make_purge_on_success_sensor(io_manager)])
     """
+
+    # explicit, and said in the description the UI shows: it purges nothing until someone turns it on
+    kwargs.setdefault("default_status", DefaultSensorStatus.STOPPED)
+    kwargs.setdefault("description", "Purges a succeeded run's stored outputs, and those of the runs it re-executed. "
+                      + how_to_start("sensor", name, kwargs["default_status"]))
 
     @run_status_sensor(run_status=DagsterRunStatus.SUCCESS, name=name, monitor_all_code_locations=False, **kwargs)
     def purge_succeeded_run(context: RunStatusSensorContext):
