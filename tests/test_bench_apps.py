@@ -10,9 +10,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from asgard_dagster.bench import cost
-from asgard_dagster.bench.apps import BenchConfig, CassandraConfigFile, parse_per_app, table_clauses
-from asgard_dagster.bench.apps_cli import apps as apps_command
+from asgard_bench import cost
+from asgard_bench.apps import BenchConfig, CassandraConfigFile, parse_per_app, table_clauses
+from asgard_bench.apps_cli import apps as apps_command
 
 # prices.yaml (AWS us-east-1, Nov 2022), written out by hand
 LAMBDA_GB_S = 0.0000166667

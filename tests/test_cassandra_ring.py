@@ -21,7 +21,7 @@ def ring():
 
 @pytest.mark.parametrize("rf", [1, 2])
 def test_one_run_lands_on_every_instance(ring, rf):
-    from asgard_dagster.bench.io import spread
+    from asgard_bench.io import spread
 
     result = spread(ring.nodes, {"contact_points": ring.contact_points, "replication_factor": rf,
                                  "consistency": "ONE"}, outputs=6, size_mib=16)

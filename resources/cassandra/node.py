@@ -20,44 +20,10 @@ from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
 from .install import CASSANDRA_VERSION, install
+from .jvm import GC_FLAGS, JVM17_FLAGS
+from .nodetool import nodetool
 from .tls import NodeTLS, ensure_node_certificate
 
-# From Cassandra's conf/jvm17-server.options (JPMS section): what Cassandra needs on Java 17.
-JVM17_FLAGS = [
-    "-Djdk.attach.allowAttachSelf=true",
-    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
-    "--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
-    "--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
-    "--add-exports", "java.sql/java.sql=ALL-UNNAMED",
-    "--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
-    "--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
-    "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
-    "--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
-    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.io=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
-    "--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util=ALL-UNNAMED",
-    "-Dio.netty.tryReflectionSetAccessible=true",
-    "-Dio.netty.allocator.useCacheForAllThreads=true",
-    "-Dio.netty.allocator.maxOrder=11",
-]
-# G1 settings of the same file
-GC_FLAGS = [
-    "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxTenuringThreshold=1",
-    "-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5",
-    "-XX:MaxGCPauseMillis=300", "-XX:InitiatingHeapOccupancyPercent=70",
-]
 # What a local, freshly created node does not need to wait for.
 FAST_START_PROPERTIES = [
     "-Dcassandra.skip_wait_for_gossip_to_settle=0",
@@ -446,8 +412,6 @@ class CassandraNode(ManagedServer):
 
     # --- introspection ----------------------------------------------------------------
     def nodetool(self, *args: str, timeout: float = 120) -> str:
-        from .nodetool import nodetool
-
         credentials = (SUPERUSER, self.nodetool_password_file) if self.secure else None
         return nodetool(self.jmx_port, *args, version=self.version, timeout=timeout, credentials=credentials,
                         prefix=self.netns_prefix())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..paths import cache_dir
 from .install import CASSANDRA_VERSION, install
-from .node import JVM17_FLAGS
+from .jvm import JVM17_FLAGS
 
 # nodetool has no logback.xml of its own on this classpath, so logback logs netty at DEBUG
 # into stdout, in front of what the command prints

@@ -189,7 +189,7 @@ _FIRST_PUT_PROBE = r"""
 import json, os, sys, time
 import numpy as np
 from resources.stores import ObjectKey
-from asgard_dagster.bench.io import open_peer
+from asgard_bench.io import open_peer
 # what a step process has imported with its code location: the package and every client library
 import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
 import resources.stores.cassandra, resources.stores.redis, resources.stores.s3
@@ -242,7 +242,7 @@ def _small_ops(store, count: int, budget_s: float | None = None) -> float:
 _MEMORY_PROBE = r"""
 import gc, json, os, sys, numpy as np
 from resources.stores import ObjectKey
-from asgard_dagster.bench.io import open_peer
+from asgard_bench.io import open_peer
 
 def rss(field):  # this process's own counters (ru_maxrss would include the parent's pages)
     for line in open("/proc/self/status"):

@@ -1,6 +1,6 @@
 """``asgard bench apps`` as a Dagster job: one op runs the bench and logs the summary as metadata.
 
-    dagster job execute -m asgard_dagster.bench.apps_job -j bench_apps \\
+    dagster job execute -m asgard_bench.apps_job -j bench_apps \\
         -c config.yaml   # ops: {run_apps_bench: {config: {apps: [...], repetitions: 1, small: true}}}
 
 or from Python: ``bench_apps_job.execute_in_process(run_config=...)``. The bench's own pipeline

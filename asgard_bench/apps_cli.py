@@ -29,7 +29,7 @@ def _csv(value: str) -> list[str]:
               help="YAML with 'yaml:' cassandra.yaml overrides and optional 'table:' options: the cassandra_tuned backend.")
 @click.option("--fresh-cassandra", is_flag=True, help="Restart Cassandra for the default cells even if it has no overrides.")
 @click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Price table (default: asgard_dagster/bench/prices.yaml, AWS Nov 2022).")
+              help="Price table (default: asgard_bench/prices.yaml, AWS Nov 2022).")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-apps/<timestamp>/).")
 @click.option("--max-concurrent", default=2, show_default=True, help="Steps in parallel (multiprocess executor).")
 @click.option("--warmup/--no-warmup", default=True, show_default=True,

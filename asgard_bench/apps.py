@@ -29,7 +29,7 @@ Measured per run, from the run's event log:
   bytes are the stored objects' sizes looked up after the run (S3 HEAD / file size);
 * the storage server's CPU seconds (``cpu_seconds()`` of the Cassandra/Redis/MinIO process
   before and after the run; other users of the same server are included, the machine is shared);
-* cost and Perf/$ from :mod:`asgard_dagster.bench.cost` and ``prices.yaml``.
+* cost and Perf/$ from :mod:`asgard_bench.cost` and ``prices.yaml``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,192 @@
+"""``asgard bench``: the benchmarks, tools for us and for evaluators (not what a pipeline imports;
+``asgard_dagster.cli`` mounts this group when the package is installed).
+
+    asgard bench io [--json]         store throughput and memory, every backend
+    asgard bench apps [--json]       Perf/$ and latency of the apps on every backend
+    asgard bench dynamic [--json]    bursts of apps: static default, static tuned, Asgard
+    asgard bench scaling [--json]    1 and N pinned Cassandra instances against one unpinned
+    asgard bench load | startup | report
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from .apps_cli import apps
+
+# --------------------------------------------------------------------------
+@click.group()
+def bench():
+    """Benchmarks that print tables (ratios against peers measured in the same run)."""
+
+
+@bench.command("io")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON instead of a table.")
+@click.option("--backends", default="cassandra,redis,s3,s3_stock,local", show_default=True,
+              help="Comma-separated backends (s3_stock: dagster-aws's own S3PickleIOManager on the same MinIO).")
+@click.option("--sizes-mib", default="1,16,64", show_default=True, help="Object sizes for the MB/s rows.")
+@click.option("--small-ops", default=2000, show_default=True, help="10 KiB objects per ops/s measurement.")
+@click.option("--repeat", default=3, show_default=True, help="Repetitions per size (best is reported).")
+@click.option("--memory-mib", default=256, show_default=True, help="Array size for the memory measurement (0 skips).")
+@click.option("--first-puts", default=3, show_default=True,
+              help="Fresh processes per backend timing their first 10 KiB put (0 skips).")
+@click.option("--nodes", default=1, show_default=True,
+              help="Cassandra instances: 1 uses the local node; more start a ring of their own on 127.0.0.11 onwards.")
+@click.option("--replication-factor", default=1, show_default=True, help="Replication factor on a --nodes ring.")
+@click.option("--spread-outputs", default=6, show_default=True,
+              help="16 MiB outputs of one run written to measure each Cassandra instance's share (0 skips).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True,
+              help="One untimed pass over every backend first (JIT, connections).")
+@click.option("--small-seconds", default=30.0, show_default=True,
+              help="Time bound of each backend's 10 KiB measurement (fewer objects on a slow link).")
+@click.option("--network", default="loopback", show_default=True,
+              help="Network profile(s) (resources/network/profiles.yaml), comma-separated: with several (e.g. "
+              "loopback,cloud) the bench runs under each in turn and a last table sets them side by side. A "
+              "profile's servers are started and left running (`asgard stores down --network ...` stops them).")
+def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
+             spread_outputs, warmup, small_seconds, network):
+    """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
+    peak extra memory, and how one run spreads over the Cassandra instances."""
+    from resources.network import profile_names
+
+    from .io import print_side_by_side, print_table, run_io_bench
+
+    networks = [n.strip() for n in network.split(",") if n.strip()]
+    if not networks or any(n not in profile_names() for n in networks):
+        raise click.BadParameter(f"{network!r}: known profiles are {', '.join(profile_names())}", param_hint="--network")
+    rows = []
+    for net in networks:
+        rows += run_io_bench(
+            backends=[b.strip() for b in backends.split(",") if b.strip()],
+            sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
+            small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
+            nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
+            network=net, small_seconds=small_seconds,
+        )
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for net in networks:
+        print_table([r for r in rows if r["network"] == net])
+    if len(networks) > 1:
+        print_side_by_side(rows)
+
+
+@bench.command("load")
+@click.option("--backend", default="cassandra", show_default=True, type=click.Choice(["cassandra", "redis", "s3", "local"]))
+@click.option("--processes", default=16, show_default=True, help="Parallel writer/reader processes (step processes).")
+@click.option("--objects", default=1000, show_default=True, help="Outputs each process writes (mixed sizes, 1 KiB-2 MiB).")
+@click.option("--json", "as_json", is_flag=True)
+def bench_load(backend, processes, objects, as_json):
+    """Parallel processes write and read back mixed-size outputs through the IO manager's store:
+    p50/p99 latency per operation and size, and every object verified (lost, corrupted, failed).
+    Exits 1 if anything was lost, corrupted or failed."""
+    from .load import print_report, run_load_bench
+
+    report = run_load_bench(backend=backend, processes=processes, objects=objects)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    if report["lost"] or report["corrupted"] or report["failed"]:
+        raise SystemExit(1)
+
+
+@bench.command("startup")
+@click.option("--repeat", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_startup(repeat, as_json):
+    """Cassandra cold start, warm start and restart: the project's trimmed start against stock."""
+    from .startup import run_startup_bench
+
+    rows = run_startup_bench(repeat)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'variant':<8} {'cold start s':>12} {'stop s':>7} {'warm start s':>12} {'restart s':>9}")
+    for r in rows:
+        click.echo(f"{r['variant']:<8} {r['cold_start_s']:>12} {r['stop_s']:>7} {r['warm_start_s']:>12} {r['restart_s']:>9}")
+
+
+@bench.command("dynamic")
+@click.option("--apps", default="video_analytics,lightgbm_forest,word_count", show_default=True,
+              help="Comma-separated apps, one burst each per round.")
+@click.option("--burst", default=2, show_default=True, type=click.IntRange(1), help="Runs per burst (the paper: 5).")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1), help="Times the sequence repeats.")
+@click.option("--static-app", default="video_analytics", show_default=True,
+              help="The app the static_tuned variant is tuned for.")
+@click.option("--small", is_flag=True, help="The apps' test sizes (pipelines.jobs.SMALL).")
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Fitted surrogate (default: the one shipped in tuner/data).")
+@click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-dynamic/<timestamp>/).")
+@click.option("--json", "as_json", is_flag=True, help="Print {variant: {perf_per_dollar, e2e_s, failed_runs, reconfigurations}}.")
+def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, out, as_json):
+    """The paper's dynamic experiment (Fig. 8): bursts of apps on one Cassandra, static default,
+    static tuned and Asgard (sensor + retune job) interleaved; Perf/$ and E2E of the sequence."""
+    from .dynamic import DynamicConfig, run_dynamic, table
+
+    cfg = DynamicConfig(apps=[a.strip() for a in apps.split(",") if a.strip()], burst=burst, rounds=rounds,
+                        static_app=static_app, small=small, prices=prices, out=out, model_path=model_path)
+    try:
+        cfg.sequence()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    result = run_dynamic(cfg, on_event=None if as_json else (lambda m: click.echo(m, err=True)))
+    if as_json:
+        keep = ("perf_per_dollar", "e2e_s", "failed_runs", "reconfigurations", "perf_per_dollar_vs_default",
+                "cost_usd", "runs", "config")
+        click.echo(json.dumps({v: {k: d[k] for k in keep} for v, d in result["variants"].items()}, indent=2, default=str))
+        return
+    click.echo(table(result))
+    click.echo(f"written: {result['out']}/dynamic.json, {result['plot']}")
+
+
+@bench.command("scaling")
+@click.option("--instances", type=click.IntRange(2), default=None,
+              help="N (default: the NUMA nodes, or 2 on a one-node machine).")
+@click.option("--heap", "heap_mib", default=512, show_default=True, type=click.IntRange(256),
+              help="MiB of heap per pinned instance; the unpinned one gets N times this.")
+@click.option("--seconds", default=5.0, show_default=True, type=click.FloatRange(0.5),
+              help="Seconds of puts, then of gets, per configuration and round.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1), help="Interleaved rounds (median).")
+@click.option("--clients", default=4, show_default=True, type=click.IntRange(1), help="Client threads.")
+@click.option("--object-mib", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--first-index", default=14, show_default=True, type=click.IntRange(1, 254),
+              help="Instances run on 127.0.0.<first-index> onwards.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_scaling(instances, heap_mib, seconds, repeat, clients, object_mib, first_index, as_json):
+    """Throughput with 1 and N pinned Cassandra instances against one unpinned instance of the same
+    total heap (seed 002: one instance per NUMA node). Says what the machine has: on one NUMA node
+    the instances are pinned to CPUs, and efficiency means CPU pinning only."""
+    from .scaling import print_report, run_scaling_bench
+
+    try:
+        report = run_scaling_bench(instances=instances, heap_mib=heap_mib, seconds=seconds, repeat=repeat,
+                                   clients=clients, object_mib=object_mib, first_index=first_index,
+                                   progress=not as_json)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    print_report(report)
+
+
+@bench.command("report")
+@click.argument("json_file", type=click.Path(exists=True, dir_okay=False))
+def bench_report(json_file):
+    """Print the table of a saved ``asgard bench io --json`` result."""
+    from .io import print_side_by_side, print_table
+
+    with open(json_file) as f:
+        rows = json.load(f)
+    networks = list(dict.fromkeys(r.get("network", "loopback") for r in rows))
+    for net in networks:
+        print_table([r for r in rows if r.get("network", "loopback") == net])
+    if len(networks) > 1:
+        print_side_by_side(rows)
+
+
+bench.add_command(apps)
