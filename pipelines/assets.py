@@ -8,7 +8,9 @@ What most Dagster users write today, beside the op jobs of the same applications
 * ``corpus_split`` -> ``split_word_counts`` (one partition per split: the map side) ->
   ``word_counts`` (the reduce side: every split's counts merged), and ``word_counts_rolling``, a
   split's counts with the two before it (``TimeWindowPartitionMapping``-style offsets are for
-  time partitions; here ``StaticPartitionMapping`` names each split's window).
+  time partitions; here ``StaticPartitionMapping`` names each split's window);
+* ``daily_sample`` (one partition a day) -> ``sample_3day``: a day's samples with the two days
+  before, through ``TimeWindowPartitionMapping(start_offset=-2)`` (clipped at the first day).
 
 Materialize a partitioned asset's partitions from the UI (asset page, "Materialize" -> all
 partitions, a backfill run by the daemon), then the downstream asset.
@@ -96,7 +98,28 @@ def word_counts_rolling(context: dg.AssetExecutionContext, split_word_counts: di
     return {"splits": sorted(by_split), "n_words": sum(total.values())}
 
 
-ASSETS = [demo_chunk, demo_summary, corpus_split, split_word_counts, word_counts, word_counts_rolling]
+DAYS = dg.DailyPartitionsDefinition(start_date="2026-11-01")
+
+
+@dg.asset(partitions_def=DAYS, group_name="demo")
+def daily_sample(context: dg.AssetExecutionContext) -> np.ndarray:
+    """One day's samples: 256 KiB of normal values, seeded by the date."""
+    seed = int(context.partition_key.replace("-", ""))
+    return np.random.default_rng(seed).normal(size=32 * 1024)
+
+
+@dg.asset(partitions_def=DAYS, group_name="demo",
+          ins={"daily_sample": dg.AssetIn(partition_mapping=dg.TimeWindowPartitionMapping(start_offset=-2))})
+def sample_3day(context: dg.AssetExecutionContext, daily_sample) -> dict:
+    """A day and the two before it (a time window of upstream partitions, loaded as a dict by
+    date; on the first days, the days that exist)."""
+    by_day = daily_sample if isinstance(daily_sample, dict) else {context.partition_key: daily_sample}
+    values = np.concatenate([by_day[d] for d in sorted(by_day)])
+    return {"days": sorted(by_day), "values": int(values.size), "mean": float(values.mean())}
+
+
+ASSETS = [demo_chunk, demo_summary, corpus_split, split_word_counts, word_counts, word_counts_rolling,
+          daily_sample, sample_3day]
 #: the map side of word count, partition by partition, under the multiprocess executor
 word_count_map_job = dg.define_asset_job("word_count_map", selection=[corpus_split, split_word_counts],
                                          partitions_def=SPLITS)

@@ -82,3 +82,27 @@ def word_count_map_assets_job():
                        resources={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))})
     return defs.resolve_job_def("word_count_map")
 
+
+
+def flaky_assets_job():
+    """Two assets, the second failing while ``ASGARD_TEST_FAIL_FLAG`` names a file that exists: an
+    asset run re-executed from failure (tests/test_io_shapes.py)."""
+    from dagster import Definitions, asset, define_asset_job
+
+    from tests.conftest import TEST_KEYSPACE
+
+    @asset
+    def flaky_upstream() -> list:
+        return [float(i) for i in range(50_000)]  # ~1 MiB pickled: several chunks
+
+    @asset
+    def flaky_downstream(flaky_upstream: list) -> float:
+        flag = os.environ.get("ASGARD_TEST_FAIL_FLAG")
+        if flag and os.path.exists(flag):
+            raise RuntimeError("failing on purpose until the flag file is removed")
+        return sum(flaky_upstream)
+
+    defs = Definitions(assets=[flaky_upstream, flaky_downstream], executor=multiprocess_executor,
+                       jobs=[define_asset_job("flaky_assets")],
+                       resources={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))})
+    return defs.resolve_job_def("flaky_assets")

@@ -249,3 +249,50 @@ def test_workspace_assets_word_count_map_side_multiprocess_then_reduce(cassandra
     assert result.asset_value("word_counts_rolling")["splits"] == ["split_1", "split_2", "split_3"]
     result = _materialize(ASSETS, io_manager, dagster_instance, selection=[word_counts_rolling], partition_key="split_0")
     assert result.asset_value("word_counts_rolling")["splits"] == ["split_0"]
+
+
+def test_workspace_daily_assets_three_day_window(cassandra_node, dagster_instance):
+    """The workspace's time-window assets: ``sample_3day`` of a day reads that day and the two
+    before it, each as stored by ``daily_sample``; on the first day, that day alone."""
+    import numpy as np
+
+    from pipelines.assets import ASSETS, daily_sample, sample_3day
+
+    io_manager = CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))
+    days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"]
+    stored = {}
+    for day in days:
+        result = _materialize(ASSETS, io_manager, dagster_instance, selection=[daily_sample], partition_key=day)
+        stored[day] = result.asset_value("daily_sample", partition_key=day)
+    result = _materialize(ASSETS, io_manager, dagster_instance, selection=[sample_3day], partition_key="2026-11-04")
+    window = result.asset_value("sample_3day", partition_key="2026-11-04")
+    assert window["days"] == ["2026-11-02", "2026-11-03", "2026-11-04"]
+    expected = np.concatenate([stored[d] for d in window["days"]])
+    assert window["values"] == expected.size and window["mean"] == float(expected.mean())
+    result = _materialize(ASSETS, io_manager, dagster_instance, selection=[sample_3day], partition_key="2026-11-01")
+    assert result.asset_value("sample_3day", partition_key="2026-11-01")["days"] == ["2026-11-01"]
+    assert io_manager.store().list_paths("asset/sample_3day") == ["2026-11-01", "2026-11-04"]
+
+
+def test_asset_run_reexecuted_from_failure_reads_the_parent_runs_output(cassandra_node, dagster_instance,
+                                                                          tmp_path, monkeypatch):
+    """An asset job on the multiprocess executor fails in its second asset; re-executed from
+    failure, it runs that asset alone, which reads what the first run stored."""
+    from dagster import ReexecutionOptions, execute_job, reconstructable
+
+    from tests.jobs import flaky_assets_job
+
+    flag = tmp_path / "fail-once"
+    flag.write_text("1")
+    monkeypatch.setenv("ASGARD_TEST_FAIL_FLAG", str(flag))
+    with execute_job(reconstructable(flaky_assets_job), instance=dagster_instance) as first:
+        assert not first.success
+        assert {e.step_key for e in first.get_step_success_events()} == {"flaky_upstream"}
+        parent = first.run_id
+    flag.unlink()
+    options = ReexecutionOptions.from_failure(parent, dagster_instance)
+    with execute_job(reconstructable(flaky_assets_job), instance=dagster_instance,
+                     reexecution_options=options) as second:
+        assert second.success
+        assert {e.step_key for e in second.get_step_success_events()} == {"flaky_downstream"}
+        assert second.output_for_node("flaky_downstream") == float(sum(range(50_000)))
