@@ -263,14 +263,14 @@ def test_workspace_daily_assets_three_day_window(cassandra_node, dagster_instanc
     stored = {}
     for day in days:
         result = _materialize(ASSETS, io_manager, dagster_instance, selection=[daily_sample], partition_key=day)
-        stored[day] = result.asset_value("daily_sample", partition_key=day)
+        stored[day] = result.asset_value("daily_sample")
     result = _materialize(ASSETS, io_manager, dagster_instance, selection=[sample_3day], partition_key="2026-11-04")
-    window = result.asset_value("sample_3day", partition_key="2026-11-04")
+    window = result.asset_value("sample_3day")
     assert window["days"] == ["2026-11-02", "2026-11-03", "2026-11-04"]
     expected = np.concatenate([stored[d] for d in window["days"]])
     assert window["values"] == expected.size and window["mean"] == float(expected.mean())
     result = _materialize(ASSETS, io_manager, dagster_instance, selection=[sample_3day], partition_key="2026-11-01")
-    assert result.asset_value("sample_3day", partition_key="2026-11-01")["days"] == ["2026-11-01"]
+    assert result.asset_value("sample_3day")["days"] == ["2026-11-01"]
     assert io_manager.store().list_paths("asset/sample_3day") == ["2026-11-01", "2026-11-04"]
 
 
