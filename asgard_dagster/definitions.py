@@ -42,7 +42,8 @@ def asgard_definitions(
 
         # the job reaches the node with the IO manager's login and TLS settings
         connection = io_manager.connection() if isinstance(io_manager, CassandraIOManager) else None
-        retune_job = make_retune_job(jobs, connection=connection)
+        # an asset job is analysed as the op graph it resolves to against these assets
+        retune_job = make_retune_job([_resolved(j, assets) for j in jobs], connection=connection)
         all_jobs.append(retune_job)
         all_sensors.append(make_upcoming_runs_sensor(retune_job, jobs))
         all_schedules.append(make_retune_schedule(retune_job, schedules, cron=retune_cron))
@@ -50,3 +51,12 @@ def asgard_definitions(
         jobs=all_jobs, assets=list(assets), sensors=all_sensors, schedules=all_schedules,
         resources={"io_manager": io_manager, **(extra_resources or {})},
     )
+
+
+def _resolved(job, assets: Sequence):
+    """``job``, or the job an asset job (``define_asset_job``) resolves to against ``assets``."""
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+    if isinstance(job, UnresolvedAssetJobDefinition):
+        return Definitions(assets=list(assets), jobs=[job]).resolve_job_def(job.name)
+    return job

@@ -1,6 +1,7 @@
 """What ``dagster dev -w workspace.yaml`` loads: the paper's three applications and the demo,
 their outputs in the local Cassandra; the demo and word count as software-defined assets
-(``pipelines.assets``); nightly schedules for the applications (stopped until
+(``pipelines.assets``, with the map side as the asset job ``word_count_map``, which
+the retune job analyses like the op jobs); nightly schedules for the applications (stopped until
 turned on); the purge sensor; and the retune job with its sensor and schedule.
 
 Jobs bound to the other stores (for comparisons) are made by
@@ -10,7 +11,7 @@ from dagster import DefaultScheduleStatus, ScheduleDefinition
 
 from asgard_dagster.definitions import asgard_definitions
 from asgard_dagster.sensors import how_to_start
-from pipelines.assets import ASSETS
+from pipelines.assets import ASSETS, word_count_map_job
 from pipelines.demo import fan_out_fan_in
 from pipelines.jobs import APPS, make_job
 
@@ -22,4 +23,4 @@ nightly = [
                        + how_to_start("schedule", f"{job.name}_nightly", DefaultScheduleStatus.STOPPED))
     for i, job in enumerate(app_jobs)
 ]
-defs = asgard_definitions(jobs=app_jobs + [fan_out_fan_in], assets=ASSETS, schedules=nightly, retune=True)
+defs = asgard_definitions(jobs=app_jobs + [fan_out_fan_in, word_count_map_job], assets=ASSETS, schedules=nightly, retune=True)

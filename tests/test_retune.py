@@ -148,3 +148,22 @@ def test_run_config_cannot_choose_the_model_the_job_unpickles():
     retune = make_retune_job([make_job("word_count", "cassandra")])
     with pytest.raises(DagsterInvalidConfigError, match="model_path"):
         retune.execute_in_process(run_config={"ops": {"plan_workload": {"config": {"model_path": "/tmp/evil.pkl"}}}})
+
+
+def test_workspace_retune_job_plans_for_an_asset_job(dagster_instance, cassandra_node):
+    """The workspace's retune job analyses the asset job ``word_count_map`` (resolved against the
+    assets) as it does op jobs; a dry run."""
+    from pipelines.definitions import defs
+
+    retune = defs.resolve_job_def("asgard_retune_cassandra")
+    config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": ["word_count_map"], "apply": False,
+                                                    "evaluations": 50, "lookahead_seconds": 600}}}}
+    result = retune.execute_in_process(run_config=config, instance=dagster_instance)
+    assert result.success
+    plan = result.output_for_node("plan_workload")
+    assert plan["job"] == "word_count_map"
+    # the stages the analyzer found are in the output's metadata
+    metadata = next(e for e in result.all_node_events if e.step_key == "plan_workload"
+                    and e.event_type_value == "STEP_OUTPUT").event_specific_data.metadata
+    assert [(s["producer"], s["kind"]) for s in metadata["stages"].value] == [("corpus_split", "pipe")]
+    assert plan["workload"]["pattern"] == "mixed"  # a pipe of one split: no fan-out to tune for
