@@ -158,6 +158,18 @@ def test_runs_ride_through_restarts_of_their_only_replica(node2, dagster_instanc
     assert np.array_equal(store.get(ObjectKey("ride-through", "last"))[0], EXPECTED)
 
 
+def test_a_session_whose_pools_all_failed_is_retried_as_a_restart(node2):
+    """The driver's NoHostAvailable lists bare hosts (not {host: error}) when the control
+    connection got in but every pool failed after it: a node going down between the two. That
+    is a restart to ride through, not a crash while reading the error (CI saw the latter)."""
+    from cassandra.cluster import NoHostAvailable
+
+    from resources.stores.cassandra import LOCAL_HINT, _failure
+
+    exc = NoHostAvailable("Unable to connect to any servers", [node2.address])
+    assert _failure(exc, (node2.address,), node2.native_port, None, 2.0) == (LOCAL_HINT, True)
+
+
 
 class _SleepServer(ManagedServer):
     """A stand-in server: the process ``start`` launches, nothing else."""

@@ -208,7 +208,10 @@ def _failure(exc: BaseException, contact_points: tuple[str, ...], port: int, tls
 
     from cassandra import AuthenticationFailed
 
-    errors = list((getattr(exc, "errors", None) or {}).values()) or [exc]
+    # NoHostAvailable carries {host: exception} from the control connection, but a plain list of
+    # hosts when the session's pools all failed after it (a node going down between the two)
+    raw = getattr(exc, "errors", None)
+    errors = list(raw.values() if isinstance(raw, dict) else []) or [exc]
     if any(isinstance(e, AuthenticationFailed) for e in errors):
         return AUTH_HINT, False
     if tls is not None:
