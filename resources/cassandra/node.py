@@ -33,6 +33,10 @@ FAST_START_PROPERTIES = [
     "-Dcassandra.migration_task_wait_in_seconds=0",
 ]
 
+# A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
+# (2000 by default) so the message gets there before messaging closes. A lone instance has no
+# one to tell; on loopback a peer gets it in well under 200 ms. `asgard bench startup` reads the
+# stop at about 2 s less (docs/results/bench-startup.txt).
 JMX_BASE_PORT = 7199
 # the superuser a secure node is given in place of the stock cassandra/cassandra (which is dropped)
 SUPERUSER = "asgard_admin"
@@ -339,6 +343,7 @@ class CassandraNode(ManagedServer):
             *JVM17_FLAGS,
             *([f"-javaagent:{jamm}"] if jamm else []),
             *(FAST_START_PROPERTIES if self.fast_start else []),
+            *([f"-Dcassandra.shutdown_announce_in_ms={0 if self.nodes == 1 else 200}"] if self.fast_start else []),
             f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
             f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
