@@ -14,11 +14,16 @@ def produce() -> list:
     return list(range(1000))
 
 
-@op
-def consume(values: list) -> int:
+def fail_while_flagged() -> None:
+    """Fail while ``ASGARD_TEST_FAIL_FLAG`` names a file that exists (a re-execution test removes it)."""
     flag = os.environ.get("ASGARD_TEST_FAIL_FLAG")
     if flag and os.path.exists(flag):
         raise RuntimeError("failing on purpose until the flag file is removed")
+
+
+@op
+def consume(values: list) -> int:
+    fail_while_flagged()
     return sum(values)
 
 
@@ -97,9 +102,7 @@ def flaky_assets_job():
 
     @asset
     def flaky_downstream(flaky_upstream: list) -> float:
-        flag = os.environ.get("ASGARD_TEST_FAIL_FLAG")
-        if flag and os.path.exists(flag):
-            raise RuntimeError("failing on purpose until the flag file is removed")
+        fail_while_flagged()
         return sum(flaky_upstream)
 
     defs = Definitions(assets=[flaky_upstream, flaky_downstream], executor=multiprocess_executor,
