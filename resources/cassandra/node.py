@@ -310,10 +310,46 @@ class CassandraNode(ManagedServer):
         except (FileNotFoundError, ValueError, KeyError, TypeError):
             return None
 
+    # --- launch record: what a later process needs to restart this instance as it runs ---------
+    @property
+    def launch_file(self) -> Path:
+        return self.workdir / "launch.json"
+
+    def launch_record(self) -> dict[str, Any]:
+        """The constructor arguments that shape the instance's configuration: a ring member
+        rebuilt with the defaults would render another token and seed, and restart outside its ring."""
+        return {"index": self.index, "nodes": self.nodes, "seed": self.seed, "ring_position": self.ring_position,
+                "heap": self.heap, "numa_node": self.numa_node, "version": self.version,
+                "native_port": self.native_port, "authenticate": self.authenticate, "fast_start": self.fast_start,
+                "system_properties": self.system_properties}
+
+    @classmethod
+    def launched(cls, index: int, workdir: Path | None = None) -> "CassandraNode":
+        """Instance ``index`` as it was last started (its ``launch.json`` and NUMA placement), so that
+        a restart from another process (the retune job) keeps its ring, token, heap and pinning.
+
+        An instance started before launch records existed is taken as a standalone node (what
+        ``CassandraNode(index)`` is); :class:`~resources.cassandra.cluster.RingMemberError` is raised
+        by the ring discovery when such an instance is one of several members."""
+        import json
+
+        probe = cls(index=index, workdir=workdir)
+        try:
+            record = json.loads(probe.launch_file.read_text())
+        except FileNotFoundError:
+            return probe
+        placement = probe.launched_placement()
+        record.pop("index", None)
+        if placement is not None:  # heap and NUMA node come with the placement
+            record.pop("heap", None)
+            record.pop("numa_node", None)
+        return cls(index=index, workdir=workdir, placement=placement, **record)
+
     def prepare(self) -> None:
         import json
 
         install(self.version)
+        self.launch_file.write_text(json.dumps(self.launch_record(), sort_keys=True))
         if self.placement is not None:
             self.placement_file.write_text(json.dumps(self.placement.to_dict()))
         else:
