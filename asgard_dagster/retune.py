@@ -7,11 +7,17 @@
    heaviest (most bytes moved);
 2. ``recommend_configuration``: searches the shipped surrogate (Rafiki: NSGA-II over the
    neural-network ensemble or LightGBM) for the best Cassandra configuration of that workload;
-3. ``reconfigure``: reads the configuration in force back from the node (keyspace and table
-   options, ``system_views.settings``: :mod:`tuner.readback`), changes only the searched knobs
-   of it, and runs SOPHIA's cost-benefit analysis; applies the result (live knobs live, restart
-   only for restart-only knobs) only when the projected gain over the look-ahead window beats
-   the throughput lost while reconfiguring. A node that is not running is left alone.
+3. ``reconfigure``: finds the ring through the job's connection (``system.local`` and
+   ``system.peers_v2``; each member 127.0.0.i is the local instance the project runs, which must
+   be running: a member that is down is never started, nothing is applied), reads the
+   configuration in force back from every member (keyspace and table options,
+   ``system_views.settings``: :mod:`tuner.readback`), changes only the searched knobs of it, and
+   runs SOPHIA's cost-benefit analysis; applies the result only when the projected gain over the
+   look-ahead window beats the throughput lost while reconfiguring: live knobs to every member at
+   once, table and keyspace knobs once, restart-only knobs one member at a time when the
+   keyspace's replication factor is 2 or more (``CassandraCluster.rolling_restart``: hints
+   delivered, drain, restart, every member sees it UN), else all members together once no other
+   run is in flight (``quiet_wait_seconds``), or deferred with the reason recorded.
 
 The last configuration applied is also recorded in ``$ASGARD_HOME/run/cassandra/applied-config.yaml``.
 """
@@ -126,11 +132,12 @@ CONNECTION_KEY = "asgard_cassandra"
 
 def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", connection=None,
                     model_path: str | Path | None = None):
-    """A job that retunes the local Cassandra for the upcoming runs of ``jobs``.
+    """A job that retunes the local Cassandra ring for the upcoming runs of ``jobs``.
 
-    ``connection`` (a :class:`~asgard_dagster.CassandraResource`) gives the login and TLS settings
-    the job reaches the node with (``asgard_definitions`` passes the IO manager's); its address is
-    the node's. Without one, a secure local node is reached with its own CA and superuser.
+    ``connection`` (a :class:`~asgard_dagster.CassandraResource`) gives the contact points, login
+    and TLS settings the job reaches the ring with (``asgard_definitions`` passes the IO
+    manager's); every member of the ring they reach is reconfigured. Without a login, a secure
+    local node is reached with its own CA and superuser.
 
     ``model_path`` is the fitted surrogate (default: the one in the tuner's data directory). It
     is fixed where the job is defined, never taken from run config: a model is a pickle, and

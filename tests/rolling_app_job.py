@@ -62,17 +62,19 @@ def expected_outputs(salt: int) -> dict[str, object]:
     return out
 
 
-def _job(name: str, keyspace: str, rf: int):
-    io_manager = CassandraIOManager(cassandra=CassandraResource(contact_points=RING, keyspace=keyspace,
-                                                                replication_factor=rf))
-
-    @job(name=name, resource_defs={"io_manager": io_manager},
-         executor_def=multiprocess_executor.configured({"max_concurrent": 2}))
-    def app():
-        gather(scatter().map(work).collect())
-
-    return app
+def _io_manager(keyspace: str, rf: int) -> CassandraIOManager:
+    return CassandraIOManager(cassandra=CassandraResource(contact_points=RING, keyspace=keyspace, replication_factor=rf))
 
 
-rolling_app_rf2 = _job("rolling_app_rf2", KEYSPACE_RF2, 2)
-rolling_app_rf1 = _job("rolling_app_rf1", KEYSPACE_RF1, 1)
+EXECUTOR = multiprocess_executor.configured({"max_concurrent": 2})
+
+
+# module-level jobs: the multiprocess executor reconstructs them in each step's process
+@job(resource_defs={"io_manager": _io_manager(KEYSPACE_RF2, 2)}, executor_def=EXECUTOR)
+def rolling_app_rf2():
+    gather(scatter().map(work).collect())
+
+
+@job(resource_defs={"io_manager": _io_manager(KEYSPACE_RF1, 1)}, executor_def=EXECUTOR)
+def rolling_app_rf1():
+    gather(scatter().map(work).collect())

@@ -122,13 +122,19 @@ def test_five_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
         salt = 0
         while not stop.is_set():
             salt += 1
-            runs.append(run_app(instance, rolling_app_rf2, 1000 * salt))
+            try:
+                runs.append(run_app(instance, rolling_app_rf2, 1000 * salt))
+            except Exception as exc:  # the test fails on it below, not by waiting for runs that never come
+                runs.append({"salt": 1000 * salt, "success": False, "failures": [repr(exc)]})
+                stop.set()
 
     app = threading.Thread(target=loop)
     app.start()
     reconfigurations, expected = [], {}
     try:
-        wait_for(lambda: started_runs(instance, rolling_app_rf2.name), 120, "the first application run")
+        wait_for(lambda: started_runs(instance, rolling_app_rf2.name) or stop.is_set(), 120,
+                 "the first application run")
+        assert not stop.is_set(), runs
         t_begin = time.time()
         for knobs in CONFIGURATIONS:
             result = retune.execute_in_process(run_config=retune_config(KEYSPACE_RF2, knobs), instance=instance)

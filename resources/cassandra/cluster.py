@@ -199,7 +199,7 @@ class CassandraCluster:
             if overrides is not None:
                 node.set_overrides(overrides)
             record["drain_seconds"] = round(_drain(node), 2) if drain else 0.0
-            record["restart_seconds"] = round(node.restart(), 2)
+            record["restart_seconds"] = round(node.restart(), 3)  # as in restarts.jsonl
             if len(self.nodes) > 1:
                 # the next member goes down only once this one is back in everyone's view
                 t0 = time.monotonic()
@@ -233,7 +233,7 @@ class CassandraCluster:
             node.start()
             seconds = time.monotonic() - stopped_at[node.address]
             node.record_restart(seconds)
-            records[node.address]["restart_seconds"] = round(seconds, 2)
+            records[node.address]["restart_seconds"] = round(seconds, 3)
         if len(self.nodes) > 1:
             self.wait_converged(converge_timeout)
         self._up_since = time.time()
