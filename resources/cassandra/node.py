@@ -436,8 +436,10 @@ class CassandraNode(ManagedServer):
                 continue  # a line torn by a crash mid-write
         return statistics.median(seconds) if seconds else None
 
-    # No explicit `nodetool drain` before SIGTERM: Cassandra's shutdown hook drains (flushes
+    # No explicit `nodetool drain` before SIGTERM here: Cassandra's shutdown hook drains (flushes
     # memtables, closes the commitlog) itself, and a nodetool JVM would add 2-3 s to every restart.
+    # A ring's rolling restart drains first (CassandraCluster.rolling_restart), so that clients
+    # have moved to the other replicas before the stop-to-ready clock starts.
 
     def wipe(self) -> None:
         """Stop and delete the instance's data (keeps its overrides)."""

@@ -378,8 +378,11 @@ class CassandraObjectStore(ObjectStore):
         connect_timeout, request_timeout: seconds.
         ride_through_seconds: how long a request (and a first connection) keeps retrying while
             the node is unreachable because it restarts (a retune's restart took 9.3-15.9 s here
-            under load, ``asgard bench startup``); then :class:`StoreUnavailableError`. Every
-            statement is idempotent, so a retried write stores the same cells. 0 fails at once.
+            under load, ``asgard bench startup``; a ring member's 12.4-20.1 s in the rolling
+            test), or a replica is down or draining; then :class:`StoreUnavailableError`. At
+            replication factor 2 a request does not wait for a restarting member (QUORUM falls to
+            the live replica); at 1 it waits out the restart, which 30 s covers. Every statement
+            is idempotent, so a retried write stores the same cells. 0 fails at once.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
         ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
     """
