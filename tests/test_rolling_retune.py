@@ -238,3 +238,60 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
     assert held["success"] and held["salt"] == 13, held
     store = CassandraObjectStore(contact_points=RING, keyspace=KEYSPACE_RF1)
     check_outputs(store, [held])
+
+
+# --- the parts, without servers ------------------------------------------------------------
+def test_a_ring_member_is_rebuilt_as_it_was_launched(tmp_path):
+    """The retune job restarts members another process started: rebuilt from the launch record,
+    a member renders the same cassandra.yaml (token, seed, heap), not a standalone node's."""
+    from resources.cassandra import CassandraNode
+    from resources.process import ServerError
+    from tuner.node import TunerNode
+
+    started = CassandraCluster(nodes=2, first_index=16, heap="1G", workdir=tmp_path)
+    for node in started.nodes:
+        node.workdir.mkdir(parents=True)
+        node.launch_file.write_text(json.dumps(node.launch_record()))  # what prepare() writes
+        node.placement_file.write_text(json.dumps(node.placement.to_dict()))
+        rebuilt = CassandraNode.launched(node.index, workdir=node.workdir)
+        assert rebuilt.config() == node.config() and rebuilt.heap == node.heap
+        assert rebuilt.config() != CassandraNode(index=node.index, workdir=node.workdir).config()
+    tuner = TunerNode(workdir=tmp_path / "tuner")
+    tuner.workdir.mkdir()
+    tuner.launch_file.write_text(json.dumps(tuner.launch_record()))
+    with pytest.raises(ServerError, match="launched as a TunerNode"):
+        CassandraNode.launched(tuner.index, workdir=tuner.workdir)
+
+
+def test_the_next_member_waits_for_hints_to_the_others_only(tmp_path):
+    from resources.cassandra.cluster import HintsPendingError
+
+    ring = CassandraCluster(nodes=2, first_index=16, heap="1G", workdir=tmp_path)
+    first, second = ring.nodes
+    ids = {first.address: "11111111-1111-1111-1111-111111111111",
+           second.address: "22222222-2222-2222-2222-222222222222"}
+    ring._host_ids = ids
+    (second.workdir / "hints").mkdir(parents=True)
+    hint = second.workdir / "hints" / f"{ids[first.address]}-1795506320200-2.hints"  # held by 17 for 16
+    hint.write_bytes(b"")
+    assert ring.pending_hint_files({ids[first.address]}) == {second.address: [hint.name]}
+    # 16 may go down with hints to itself pending (17 keeps them); 17 may not go down before they are sent
+    assert ring.wait_hints_delivered(first, timeout=0) == pytest.approx(0, abs=0.5)
+    with pytest.raises(HintsPendingError, match=r"hints for \['127.0.0.16'\] still pending"):
+        ring.wait_hints_delivered(second, timeout=0.3)
+    hint.unlink()
+    assert ring.wait_hints_delivered(second, timeout=0) == pytest.approx(0, abs=0.5)
+
+
+def test_quorum_falls_to_one_replica_only_when_a_replica_is_known_down():
+    from cassandra import ConsistencyLevel as CL
+
+    from resources.stores.cassandra import ride_through_retry_policy
+
+    policy = ride_through_retry_policy()
+    assert policy.on_unavailable(None, CL.LOCAL_QUORUM, 2, 1, 0) == (policy.RETRY, CL.LOCAL_ONE)
+    assert policy.on_unavailable(None, CL.QUORUM, 2, 1, 0) == (policy.RETRY, CL.ONE)
+    # once only, never with no replica alive, never below what was asked for explicitly
+    assert policy.on_unavailable(None, CL.LOCAL_ONE, 1, 0, 1)[0] == policy.RETHROW
+    assert policy.on_unavailable(None, CL.LOCAL_QUORUM, 2, 0, 0)[1] != CL.LOCAL_ONE
+    assert policy.on_unavailable(None, CL.ALL, 2, 1, 0)[1] in (None, CL.ALL)

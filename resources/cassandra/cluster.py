@@ -314,7 +314,10 @@ def local_ring(session) -> CassandraCluster:
                 f"ring member {address} is not a local instance of this project (127.0.0.i): the retune job "
                 "restarts only instances it runs. Reconfigure that cluster with its own tooling, or point the "
                 "job's connection at a local ring.")
-        node = CassandraNode.launched(int(match.group(1)))
+        try:
+            node = CassandraNode.launched(int(match.group(1)))
+        except ServerError as exc:
+            raise RingMemberError(f"ring member {address}: {exc}") from exc
         if not node.is_running():
             raise RingMemberError(
                 f"ring member {address} is down (no running server in {node.workdir}); the retune job never starts "

@@ -318,7 +318,7 @@ class CassandraNode(ManagedServer):
     def launch_record(self) -> dict[str, Any]:
         """The constructor arguments that shape the instance's configuration: a ring member
         rebuilt with the defaults would render another token and seed, and restart outside its ring."""
-        return {"index": self.index, "nodes": self.nodes, "seed": self.seed, "ring_position": self.ring_position,
+        return {"kind": type(self).__name__, "index": self.index, "nodes": self.nodes, "seed": self.seed, "ring_position": self.ring_position,
                 "heap": self.heap, "numa_node": self.numa_node, "version": self.version,
                 "native_port": self.native_port, "authenticate": self.authenticate, "fast_start": self.fast_start,
                 "system_properties": self.system_properties}
@@ -338,6 +338,10 @@ class CassandraNode(ManagedServer):
             record = json.loads(probe.launch_file.read_text())
         except FileNotFoundError:
             return probe
+        kind = record.pop("kind", cls.__name__)
+        if kind != cls.__name__:  # e.g. the tuner's TunerNode: another cluster name, its own tooling
+            raise ServerError(f"{probe.name} was launched as a {kind}, not a {cls.__name__}: restart it with the "
+                              "tooling that started it (a TunerNode: `asgard tune`)")
         placement = probe.launched_placement()
         record.pop("index", None)
         if placement is not None:  # heap and NUMA node come with the placement
