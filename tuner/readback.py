@@ -126,16 +126,23 @@ def read_member_configurations(session: Any, keyspace: str, addresses: list[str]
     since a restart is waited for, up to ``timeout`` seconds."""
     import time
 
+    from cassandra import OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
     deadline = time.monotonic() + timeout
     out = {}
     for address in addresses:
         while True:
             host = next((h for h in session.cluster.metadata.all_hosts() if h.address == address), None)
             if host is not None and host.is_up:
-                break
+                try:
+                    out[address] = read_configuration(session, keyspace, table, host=host)
+                    break
+                except (NoHostAvailable, ConnectionException, OperationTimedOut):
+                    pass  # marked down between the check and the request: a member just back; again
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the driver has not seen ring member {address} up within {timeout:.0f}s; "
+                raise TimeoutError(f"ring member {address} did not answer through the driver within {timeout:.0f}s; "
                                    "check that it is running (`asgard cassandra status`)")
             time.sleep(0.2)
-        out[address] = read_configuration(session, keyspace, table, host=host)
     return out

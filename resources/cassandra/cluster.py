@@ -286,17 +286,32 @@ def _hints_flush_seconds(node: CassandraNode) -> float:
     return 10.0
 
 
-def ring_members(session) -> list[tuple[str, str]]:
+def ring_members(session, timeout: float = 60.0) -> list[tuple[str, str]]:
     """``(native address, host id)`` of every member of the ring a driver session is connected to:
     ``system.local`` and ``system.peers_v2`` of one member (both asked of the same one, so each
-    member is listed once)."""
-    hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up] or [None]
-    host = hosts[0]
-    local = session.execute("SELECT rpc_address, host_id FROM system.local", host=host).one()
-    members = [(str(local.rpc_address), str(local.host_id))]
-    for row in session.execute("SELECT peer, native_address, host_id FROM system.peers_v2", host=host):
-        members.append((str(row.native_address or row.peer), str(row.host_id)))
-    return members
+    member is listed once). A member the driver has just marked down (a ring that has just
+    started or restarted) is passed over for another, and all are tried again for ``timeout``
+    seconds before :class:`RingMemberError`."""
+    from cassandra import OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        last: Exception | None = None
+        for host in [h for h in session.cluster.metadata.all_hosts() if h.is_up]:
+            try:
+                local = session.execute("SELECT rpc_address, host_id FROM system.local", host=host).one()
+                peers = session.execute("SELECT peer, native_address, host_id FROM system.peers_v2", host=host)
+            except (NoHostAvailable, ConnectionException, OperationTimedOut) as exc:
+                last = exc
+                continue
+            return [(str(local.rpc_address), str(local.host_id))] + [
+                (str(row.native_address or row.peer), str(row.host_id)) for row in peers]
+        if time.monotonic() > deadline:
+            raise RingMemberError(f"no member of the ring answered for {timeout:.0f}s ({last or 'none seen up'}): "
+                                  "check the members with `asgard cassandra status`")
+        time.sleep(0.5)
 
 
 def local_ring(session) -> CassandraCluster:
