@@ -172,6 +172,9 @@ def test_five_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
     assert len(during) >= 3, runs
     store = CassandraObjectStore(contact_points=RING, keyspace=KEYSPACE_RF2)
     checked = check_outputs(store, runs)
+    # runs wrote while a member was down (at RF 2, LOCAL_QUORUM fell to one replica): the live
+    # member kept hints for it, and the next member went down only once they were delivered
+    assert sum(r.get("hint_files", 0) for rec in reconfigurations for r in rec["members"]) > 0, reconfigurations
     # the store's ride-through covers a member's restart with room to spare
     slowest = max(r["restart_seconds"] for rec in reconfigurations for r in rec["members"])
     assert store.ride_through_seconds > slowest
@@ -276,11 +279,11 @@ def test_the_next_member_waits_for_hints_to_the_others_only(tmp_path):
     hint.write_bytes(b"")
     assert ring.pending_hint_files({ids[first.address]}) == {second.address: [hint.name]}
     # 16 may go down with hints to itself pending (17 keeps them); 17 may not go down before they are sent
-    assert ring.wait_hints_delivered(first, timeout=0) == pytest.approx(0, abs=0.5)
+    assert ring.wait_hints_delivered(first, timeout=0) == (pytest.approx(0, abs=0.5), 0)
     with pytest.raises(HintsPendingError, match=r"hints for \['127.0.0.16'\] still pending"):
         ring.wait_hints_delivered(second, timeout=0.3)
     hint.unlink()
-    assert ring.wait_hints_delivered(second, timeout=0) == pytest.approx(0, abs=0.5)
+    assert ring.wait_hints_delivered(second, timeout=0) == (pytest.approx(0, abs=0.5), 0)
 
 
 def test_quorum_falls_to_one_replica_only_when_a_replica_is_known_down():

@@ -144,10 +144,12 @@ class CassandraCluster:
                 found[node.address] = files
         return found
 
-    def wait_hints_delivered(self, down_next: CassandraNode | None = None, timeout: float = 120.0) -> float:
+    def wait_hints_delivered(self, down_next: CassandraNode | None = None,
+                             timeout: float = 120.0) -> tuple[float, int]:
         """Block until no member holds hints for any member but ``down_next``: every replica other
         than the one about to go down has every write it missed, so each partition keeps a complete
-        replica while it is down. Returns the seconds waited; :class:`HintsPendingError` after
+        replica while it is down. Returns ``(seconds waited, hint files pending when it began)``;
+        :class:`HintsPendingError` after
         ``timeout``. Buffered hints reach their files within a flush period of a member coming back,
         so the files are trusted only once that period has passed since the last restart here."""
         ids = self.host_ids()
@@ -156,11 +158,13 @@ class CassandraCluster:
         # wall clock: a member restarted by an earlier run (its restarts.jsonl) counts too
         up_since = max([getattr(self, "_up_since", 0.0)] + [_last_restart_at(n) for n in self.nodes])
         t0 = time.monotonic()
+        first = None
         while True:
             now = time.monotonic()
             pending = self.pending_hint_files(targets)
+            first = sum(map(len, pending.values())) if first is None else first
             if not pending and time.time() >= up_since + settle:
-                return now - t0
+                return now - t0, first
             if now - t0 > timeout:
                 names = {h: a for a, h in ids.items()}
                 raise HintsPendingError(
@@ -184,15 +188,16 @@ class CassandraCluster:
         (:meth:`wait_hints_delivered`); ``nodetool drain`` it (clients move off, memtables flush);
         restart it with ``overrides``; wait until every member sees every member UN.
 
-        One record per member, in the order restarted: ``member``, ``hints_wait_seconds``,
-        ``drain_seconds``, ``restart_seconds`` (stop to CQL-ready, also in the member's
+        One record per member, in the order restarted: ``member``, ``hints_wait_seconds`` and
+        ``hint_files`` (pending to the other members when the wait began), ``drain_seconds``, ``restart_seconds`` (stop to CQL-ready, also in the member's
         ``restarts.jsonl``), ``converge_seconds``."""
         records = []
         for node in order or self.restart_order():
             record: dict[str, Any] = {"member": node.address}
             if len(self.nodes) > 1 and all(n.is_running() for n in self.nodes):
                 try:
-                    record["hints_wait_seconds"] = round(self.wait_hints_delivered(node, hints_timeout), 2)
+                    waited, files = self.wait_hints_delivered(node, hints_timeout)
+                    record.update(hints_wait_seconds=round(waited, 2), hint_files=files)
                 except HintsPendingError as exc:
                     exc.records = records  # the members restarted before it stopped
                     raise
