@@ -139,8 +139,9 @@ def cassandra_restart(sets, reset):
         for node in cluster.nodes:
             node.set_overrides({}, replace=True)
     overrides = _parse_sets(sets) if sets else None
-    for name, seconds in cluster.rolling_restart(overrides).items():
-        click.echo(f"{name} restarted in {seconds:.1f}s")
+    for record in cluster.rolling_restart(overrides):
+        click.echo(f"{record['member']} restarted in {record['restart_seconds']:.1f}s "
+                   f"(drain {record['drain_seconds']:.1f}s)")
     _print_status(cluster.status(), False)
 
 

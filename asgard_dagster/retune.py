@@ -7,11 +7,17 @@
    heaviest (most bytes moved);
 2. ``recommend_configuration``: searches the shipped surrogate (Rafiki: NSGA-II over the
    neural-network ensemble or LightGBM) for the best Cassandra configuration of that workload;
-3. ``reconfigure``: reads the configuration in force back from the node (keyspace and table
-   options, ``system_views.settings``: :mod:`tuner.readback`), changes only the searched knobs
-   of it, and runs SOPHIA's cost-benefit analysis; applies the result (live knobs live, restart
-   only for restart-only knobs) only when the projected gain over the look-ahead window beats
-   the throughput lost while reconfiguring. A node that is not running is left alone.
+3. ``reconfigure``: finds the ring through the job's connection (``system.local`` and
+   ``system.peers_v2``; each member 127.0.0.i is the local instance the project runs, which must
+   be running: a member that is down is never started, nothing is applied), reads the
+   configuration in force back from every member (keyspace and table options,
+   ``system_views.settings``: :mod:`tuner.readback`), changes only the searched knobs of it, and
+   runs SOPHIA's cost-benefit analysis; applies the result only when the projected gain over the
+   look-ahead window beats the throughput lost while reconfiguring: live knobs to every member at
+   once, table and keyspace knobs once, restart-only knobs one member at a time when the
+   keyspace's replication factor is 2 or more (``CassandraCluster.rolling_restart``: hints
+   delivered, drain, restart, every member sees it UN), else all members together once no other
+   run is in flight (``quiet_wait_seconds``), or deferred with the reason recorded.
 
 The last configuration applied is also recorded in ``$ASGARD_HOME/run/cassandra/applied-config.yaml``.
 """
@@ -19,7 +25,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import yaml
 from dagster import Config, DagsterRunStatus, MetadataValue, Out, Output, RunsFilter, job, op
@@ -102,8 +108,22 @@ class RetuneConfig(Config):
     method: str = Field(default="nsga2", description="Search: nsga2 (genetic), tpe or exhaustive.")
     evaluations: int = Field(default=1000, description="Surrogate evaluations the search may spend.")
     apply: bool = Field(default=True, description="False only reports the decision (dry run).")
-    node_index: int = Field(default=1, description="Local Cassandra instance to reconfigure (127.0.0.N).")
-    keyspace: str = Field(default="asgard", description="Keyspace of the objects table whose options are tuned.")
+    node_index: Optional[int] = Field(
+        default=None, description="Reach the ring through the local instance 127.0.0.N instead of the connection's "
+        "contact points (the connection's login and TLS still apply). Every member of that ring is reconfigured.")
+    keyspace: str = Field(default="asgard", description="Keyspace of the objects table whose options are tuned; its "
+                          "replication factor picks the restart plan (>= 2: rolling; 1: quiet window).")
+    knobs: dict[str, Any] = Field(
+        default={}, description="Server knob values to apply as given instead of the surrogate's search (an "
+        "operator's choice: a known-good configuration, a rollback by hand); the rest of the configuration in "
+        "force is kept. The cost-benefit analysis still decides, unless force.")
+    force: bool = Field(
+        default=False, description="Apply even when the cost-benefit analysis says the change does not pay; the "
+        "analysis and its reason are still recorded.")
+    hints_wait_seconds: float = Field(
+        default=120.0, description="Rolling restart: how long a member may wait for the hints to the members "
+        "restarted before it to be delivered before it goes down; past that the remaining members are left as "
+        "they are, and why is recorded.")
 
 
 # the retune job's connection to the node, bound on the job (its fields: credentials, TLS)
@@ -112,11 +132,12 @@ CONNECTION_KEY = "asgard_cassandra"
 
 def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", connection=None,
                     model_path: str | Path | None = None):
-    """A job that retunes the local Cassandra for the upcoming runs of ``jobs``.
+    """A job that retunes the local Cassandra ring for the upcoming runs of ``jobs``.
 
-    ``connection`` (a :class:`~asgard_dagster.CassandraResource`) gives the login and TLS settings
-    the job reaches the node with (``asgard_definitions`` passes the IO manager's); its address is
-    the node's. Without one, a secure local node is reached with its own CA and superuser.
+    ``connection`` (a :class:`~asgard_dagster.CassandraResource`) gives the contact points, login
+    and TLS settings the job reaches the ring with (``asgard_definitions`` passes the IO
+    manager's); every member of the ring they reach is reconfigured. Without a login, a secure
+    local node is reached with its own CA and superuser.
 
     ``model_path`` is the fitted surrogate (default: the one in the tuner's data directory). It
     is fixed where the job is defined, never taken from run config: a model is a pickle, and
@@ -177,10 +198,13 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         workload = Workload(**plan["workload"])
         from tuner.knobs import CLIENT, KNOBS
 
-        # the ANOVA key knobs only (each was varied in calibration, so the surrogate has seen them
-        # move), and only the server's: a job's client options are its IO manager's fields
-        knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
-        result = search(model, workload, knobs=knobs, method=config.method, evaluations=config.evaluations)
+        if config.knobs:
+            result = given_configuration(model, workload, config.knobs)
+        else:
+            # the ANOVA key knobs only (each was varied in calibration, so the surrogate has seen them
+            # move), and only the server's: a job's client options are its IO manager's fields
+            knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
+            result = search(model, workload, knobs=knobs, method=config.method, evaluations=config.evaluations)
         return Output(
             {"workload": plan["workload"], "knobs": result.config.as_dict(), "search": result.as_dict(),
              "config": plan["config"], "lookahead_seconds": plan["lookahead_seconds"],
@@ -191,18 +215,20 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
     @op
     def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
-        from resources.cassandra import CassandraNode
+        from resources.cassandra.cluster import HintsPendingError, RingMemberError, local_ring
+        from resources.process import port_open
         from resources.stores.cassandra import CassandraObjectStore
         from tuner.costbenefit import decide, needs_restart
         from tuner.dataset import DEFAULT_MODEL
+        from tuner.readback import read_member_configurations
         from tuner.surrogates import Surrogate
         from tuner.workload import Workload
 
-        from tuner.readback import read_configuration
-
         config = RetuneConfig(**recommendation["config"])
         model = Surrogate.load(model_file or DEFAULT_MODEL)
-        node = CassandraNode(index=config.node_index)
+        connection = asgard_cassandra.connection_kwargs()
+        contact = [f"127.0.0.{config.node_index}"] if config.node_index is not None else connection["contact_points"]
+        port = connection["port"]
 
         def finish(outcome: dict, **metadata) -> dict:
             context.log.info(outcome["decision"]["reason"])
@@ -210,61 +236,99 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                                          "reason": outcome["decision"]["reason"], **metadata})
             return outcome
 
-        if not node.is_running():  # a node someone stopped stays stopped
-            reason = f"Cassandra at {node.address} is not running: nothing read, nothing applied"
+        def nothing(reason: str) -> dict:
             context.log.warning(reason)
             return finish({"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None})
-        if asgard_cassandra.ssl_ca_file or asgard_cassandra.username or not node.secure:
-            store = asgard_cassandra.get_store(contact_points=[node.address], port=node.native_port,
-                                               keyspace=config.keyspace)
+
+        if not any(port_open(h, port) for h in contact):  # a node someone stopped stays stopped
+            return nothing(f"Cassandra at {', '.join(contact)} is not running (nothing answers on port {port}): "
+                           "nothing read, nothing applied")
+        entry = _local_instance(contact[0])
+        if connection["ssl_ca_file"] or connection["username"] or entry is None or not entry.secure:
+            store = asgard_cassandra.get_store(contact_points=contact, keyspace=config.keyspace)
         else:  # no login configured for a secure local node: the job manages it, with its own CA and superuser
-            store = CassandraObjectStore(**node.client_options(), keyspace=config.keyspace)
+            store = CassandraObjectStore(**entry.client_options(), keyspace=config.keyspace)
         store.ensure_schema()
-        # the configuration in force, read back from the node, not from a record of what was applied
-        current, unreadable = read_configuration(store.session, config.keyspace)
+        try:  # every member the cluster names, as the local instance that runs it
+            ring = local_ring(store.session)
+        except RingMemberError as exc:
+            return nothing(f"nothing read, nothing applied: {exc}")
+        members = [n.address for n in ring.nodes]
+        # the configuration in force, read back from every member, not from a record of what was applied
+        by_member = read_member_configurations(store.session, config.keyspace, members)
+        current, unreadable = by_member[members[0]]
         if unreadable:
             context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
-        # only the searched knobs change; everything else stays as it is in force
+        # only the searched (or given) knobs change; everything else stays as it is in force
         new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
-        measured = node.restart_seconds()
+        # a member left on other restart-only values (a rolling restart stopped part-way) restarts too
+        stale = [a for a in members[1:] if needs_restart(by_member[a][0], new)]
+        measured = {n.address: n.restart_seconds() for n in ring.nodes}
         if config.restart_seconds is not None:
             restart_s, restart_source = config.restart_seconds, "configured"
-        elif measured is not None:
-            restart_s, restart_source = measured, f"median of the node's recent restarts ({node.restart_log})"
+        elif any(v is not None for v in measured.values()):
+            slowest = max((a for a in measured if measured[a] is not None), key=lambda a: measured[a])
+            restart_s = measured[slowest]
+            restart_source = (f"median of the recent restarts of {slowest} (its restarts.jsonl), the slowest of the "
+                              f"ring's members: {measured}")
         else:
-            restart_s, restart_source = ASSUMED_RESTART_SECONDS, "assumed: the node has no measured restart yet"
+            restart_s, restart_source = ASSUMED_RESTART_SECONDS, "assumed: no member has a measured restart yet"
         lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
         decision = decide(model, Workload(**recommendation["workload"]), current, new,
                           lookahead_s=lookahead, restart_seconds=restart_s)
+        rf = keyspace_replication(store, config.keyspace)
+        rolling = rf >= 2 and len(members) > 1
         outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
-                   "unreadable": unreadable, "restart_seconds": restart_s, "restart_source": restart_source}
+                   "unreadable": unreadable, "restart_seconds": restart_s, "restart_source": restart_source,
+                   "ring": members, "replication_factor": rf,
+                   "restart_plan": "rolling" if rolling else "together after a quiet window"}
         # operations over the window: a tenth is plenty to read, the full values are in the outcome
         metadata = {"benefit": MetadataValue.float(round(float(decision.benefit_ops), 1)),
                     "cost": MetadataValue.float(round(float(decision.cost_ops), 1)),
                     "lookahead_seconds": MetadataValue.float(lookahead),
-                    "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source}
-        if not (decision.reconfigure and config.apply):
+                    "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source,
+                    "ring": MetadataValue.json(members), "replication_factor": MetadataValue.int(rf)}
+        if not config.apply or not (decision.reconfigure or config.force):
             return finish(outcome, **metadata)
+        if config.force and not decision.reconfigure:
+            outcome["decision"] = {**outcome["decision"], "reconfigure": True, "forced": True,
+                                   "reason": f"applied as forced (force=True), though {decision.reason}"}
 
-        restart = needs_restart(current, new)
-        if restart and keyspace_replication(store, config.keyspace) < 2:
-            # one replica: every request to it waits out the restart; do it when no run is in flight
+        restart = needs_restart(current, new) or bool(stale)
+        if restart and not rolling:
+            # one replica per partition: every request to it waits out the restart; do it when no run is in flight
             waited, busy = wait_quiet(context, config.quiet_wait_seconds)
             metadata["quiet_wait_seconds"] = MetadataValue.float(round(waited, 1))
+            outcome["quiet_wait_seconds"] = round(waited, 1)
             if busy:
                 outcome["decision"] = {**outcome["decision"], "reconfigure": False, "deferred": True, "reason": (
-                    f"deferred: a restart with replication factor 1 waits for no run in flight, and after "
+                    f"deferred: a restart with replication factor {rf} waits for no run in flight, and after "
                     f"{waited:.0f} s runs {busy[:5]} still were (quiet_wait_seconds={config.quiet_wait_seconds:g})")}
                 return finish(outcome, **metadata)
 
         workload = Workload(**recommendation["workload"])
-        before = probe(node, store, workload, config.probe_seconds)
-        applied = apply_config(node, store, new, current)
-        after = probe(node, store, workload, config.probe_seconds)
+        before = probe(ring, store, workload, config.probe_seconds)
+        try:
+            applied = apply_config(ring, store, new, current, force_restart=bool(stale), rolling=rolling,
+                                   hints_timeout=config.hints_wait_seconds)
+        except HintsPendingError as exc:
+            done = getattr(exc, "records", [])
+            outcome["decision"] = {**outcome["decision"], "reconfigure": False, "partial": True, "reason": (
+                f"stopped part-way: {exc} Members restarted: {[r['member'] for r in done]}; the next retune "
+                "restarts the others")}
+            outcome["applied"] = {"restarted": bool(done), "restart_mode": "rolling", "members": done}
+            return finish(outcome, **metadata)
+        after = probe(ring, store, workload, config.probe_seconds)
         outcome["applied"] = applied.as_dict()
         metadata["applied"] = MetadataValue.json(outcome["applied"])
         if applied.restarted:
             metadata["measured_restart_seconds"] = MetadataValue.float(round(applied.node_restart_seconds, 2))
+            metadata["restart_order"] = MetadataValue.json([r["member"] for r in applied.members])
+            metadata["member_restart_seconds"] = MetadataValue.json(
+                {r["member"]: r["restart_seconds"] for r in applied.members})
+        # what each member runs now, read back from it
+        outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in
+                                         read_member_configurations(store.session, config.keyspace, members).items()}
         predicted = float(recommendation.get("predicted_gain_pct", 0.0))
         metadata["predicted_gain_pct"] = MetadataValue.float(round(predicted, 2))
         if before and after:
@@ -275,7 +339,8 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
             context.log.info(f"predicted {predicted:+.1f}%, realized {realized:+.1f}% (noise {noise:.1f}%)")
             if realized < -noise:
                 # worse beyond what the probe can tell from noise: back to what was in force
-                rolled = apply_config(node, store, current, new)
+                rolled = apply_config(ring, store, current, new, rolling=rolling,
+                                      hints_timeout=config.hints_wait_seconds)
                 outcome["rolled_back"] = rolled.as_dict()
                 metadata["rolled_back"] = MetadataValue.json(outcome["rolled_back"])
                 context.log.warning(f"rolled back: realized {realized:+.1f}% is worse than the noise of {noise:.1f}%")
@@ -333,9 +398,45 @@ def realized_gain(before: list, after: list) -> tuple[float, float]:
     return gain, max(noise, 5.0)
 
 
-def apply_config(node, store, config, previous):
+def apply_config(ring, store, config, previous, **kw):
     from tuner.knobs import apply
 
-    result = apply(node, store, config, previous=previous)
+    result = apply(ring, store, config, previous=previous, **kw)
     applied_config_file().write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
     return result
+
+
+def _local_instance(address: str):
+    """The local instance at ``address`` (127.0.0.i) as launched, or None for any other address."""
+    import re
+
+    from resources.cassandra import CassandraNode
+
+    from resources.process import ServerError
+
+    match = re.fullmatch(r"127\.0\.0\.(\d{1,3})", address)
+    try:
+        return CassandraNode.launched(int(match.group(1))) if match else None
+    except ServerError:  # launched by other tooling: the ring discovery says why, by member
+        return None
+
+
+def given_configuration(model, workload, knobs: dict):
+    """A :class:`~tuner.search.SearchResult` for knob values an operator gave (``RetuneConfig.knobs``):
+    validated one by one (a typed :class:`~tuner.knobs.KnobError` names a wrong one), predicted by
+    the surrogate like a searched one, so the cost-benefit analysis weighs it the same way."""
+    import time as _time
+
+    from tuner.knobs import CLIENT, KNOBS, Configuration, KnobError, knob
+    from tuner.search import SearchResult
+
+    values = {name: knob(name).validate(value) for name, value in knobs.items()}
+    client = sorted(n for n in values if KNOBS[n].apply == CLIENT)
+    if client:
+        raise KnobError(f"knobs {client} are the store's client options, not the server's: set them on the IO "
+                        "manager (chunk_size_bytes, concurrency, codec), not in the retune job's knobs")
+    t0 = _time.perf_counter()
+    config = Configuration(values)
+    default_ratio, ratio = (float(x) for x in model.predict(model.space.matrix(workload, [Configuration(), config])))
+    return SearchResult(method="given", config=config, predicted_ratio=ratio, default_predicted_ratio=default_ratio,
+                        seconds=_time.perf_counter() - t0, surrogate_calls=1, evaluations=0, knobs=sorted(values))

@@ -496,10 +496,15 @@ class ApplyResult:
     client: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     changed: dict[str, tuple] = field(default_factory=dict)
+    #: on a ring: "rolling" (one member at a time) or "together"; one record per member restarted,
+    #: in order (CassandraCluster.rolling_restart's)
+    restart_mode: str = ""
+    members: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"restarted": self.restarted, "restart_seconds": round(self.restart_seconds, 3),
                 "node_restart_seconds": round(self.node_restart_seconds, 3),
+                "restart_mode": self.restart_mode, "members": self.members,
                 "live": self.live, "table": self.table, "client": self.client,
                 "seconds": round(self.seconds, 3),
                 "changed": {k: list(v) for k, v in self.changed.items()}}
@@ -547,19 +552,25 @@ def wait_store_ready(store: Any, timeout: float = 60.0) -> None:
 
 
 def apply(node: Any, store: Any, config: Configuration, previous: Configuration | None = None,
-          force_restart: bool = False) -> ApplyResult:
-    """Bring ``node`` (a running :class:`CassandraNode`) and ``store``'s table to ``config``.
+          force_restart: bool = False, rolling: bool = True, hints_timeout: float = 120.0) -> ApplyResult:
+    """Bring ``node`` (a running :class:`CassandraNode`, or a ring: a
+    :class:`~resources.cassandra.cluster.CassandraCluster` of running members) and ``store``'s
+    table to ``config``.
 
-    Live knobs go through nodetool, table knobs through ALTER TABLE, and the node restarts only
-    if a restart-only knob differs from ``previous`` (``None`` = unknown: everything is applied,
-    restarting only if the node's persisted overrides differ). Every yaml-backed knob is also
-    persisted as an override, so a restart keeps live values.
+    Live knobs go through nodetool (on a ring, to every member at once), table and keyspace knobs
+    through ALTER TABLE / ALTER KEYSPACE (once: the schema is the ring's), and the node restarts
+    only if a restart-only knob differs from ``previous`` (``None`` = unknown: everything is
+    applied, restarting only if the node's persisted overrides differ). A ring restarts one
+    member at a time with ``rolling`` (``CassandraCluster.rolling_restart``: drain, restart, wait
+    until everyone sees it UN and until its hints are delivered), else all members together.
+    Every yaml-backed knob is also persisted as an override, so a restart keeps live values.
     """
     t0 = time.perf_counter()
     result = ApplyResult()
     overrides = config.yaml_overrides()
+    ring = getattr(node, "nodes", None)  # a CassandraCluster's members
     if previous is None:
-        current = node.overrides()
+        current = (ring[0] if ring else node).overrides()
         restart_keys = {KNOBS[n].yaml_key for n in KNOBS if KNOBS[n].apply == RESTART} | {"file_cache_enabled",
                                                                                   "commitlog_sync_group_window"}
         need_restart = any(current.get(k) != overrides.get(k) for k in restart_keys)
@@ -568,7 +579,24 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
         changed = config.diff(previous)
         need_restart = any(KNOBS[k].apply == RESTART for k in changed)
     result.changed = changed
-    if need_restart or force_restart or not node.is_running():
+    if ring is not None:
+        if need_restart or force_restart:
+            result.restart_mode = "rolling" if rolling and len(ring) > 1 else "together"
+            if result.restart_mode == "rolling":
+                result.members = node.rolling_restart(overrides, hints_timeout=hints_timeout)
+            else:
+                result.members = node.restart_together(overrides)
+            result.node_restart_seconds = max(r["restart_seconds"] for r in result.members)
+            result.restarted = True
+            wait_store_ready(store)
+            result.restart_seconds = time.perf_counter() - t0
+        else:
+            node.set_overrides(overrides)
+            commands = config.live_commands()
+            for name in (k for k in changed if KNOBS[k].apply == LIVE):
+                node.nodetool_all(*commands[name])
+                result.live.append(" ".join(commands[name]))
+    elif need_restart or force_restart or not node.is_running():
         # the store's session reconnects by itself (its back-off starts at 0.2 s): it is kept,
         # as a long-lived process (the bench, a sensor) keeps it across a retune
         if node.is_running():

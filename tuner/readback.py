@@ -81,20 +81,21 @@ def _settings_values(settings: Mapping[str, str]) -> dict[str, Any]:
 
 
 def read_configuration(session: Any, keyspace: str, table: str = "objects",
-                       client: Mapping[str, Any] | None = None) -> tuple[Configuration, dict[str, str]]:
+                       client: Mapping[str, Any] | None = None, host: Any = None) -> tuple[Configuration, dict[str, str]]:
     """``(configuration in force, {knob: why unreadable})``; client knobs come from ``client``
-    (knob values of the store's options) or their defaults."""
+    (knob values of the store's options) or their defaults. ``host``: the driver ``Host`` to ask
+    (the settings are that member's own); None: whichever the driver picks."""
     values: dict[str, Any] = {}
     ks = session.execute("SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = %s",
-                         (keyspace,)).one()
+                         (keyspace,), host=host).one()
     if ks is not None:
         values["durable_writes"] = bool(ks.durable_writes)
     t = session.execute(
         "SELECT compaction, compression, memtable, gc_grace_seconds, memtable_flush_period_in_ms "
-        "FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s", (keyspace, table)).one()
+        "FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s", (keyspace, table), host=host).one()
     if t is not None:
         values.update(_table_values(t))
-    settings = {r.name: r.value for r in session.execute("SELECT name, value FROM system_views.settings")}
+    settings = {r.name: r.value for r in session.execute("SELECT name, value FROM system_views.settings", host=host)}
     unreadable: dict[str, str] = {}
     try:
         values.update(_settings_values(settings))
@@ -116,3 +117,32 @@ def read_configuration(session: Any, keyspace: str, table: str = "objects",
     except KnobError as exc:  # a combination the knob space refuses: say so, assume nothing
         unreadable["combination"] = str(exc)
         return Configuration(), unreadable
+
+
+def read_member_configurations(session: Any, keyspace: str, addresses: list[str], table: str = "objects",
+                               timeout: float = 60.0) -> dict[str, tuple[Configuration, dict[str, str]]]:
+    """:func:`read_configuration` of each ring member at ``addresses``, each asked of that member
+    itself (``system_views.settings`` is per node). A member the driver has not seen up again
+    since a restart is waited for, up to ``timeout`` seconds."""
+    import time
+
+    from cassandra import OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
+    deadline = time.monotonic() + timeout
+    out = {}
+    for address in addresses:
+        while True:
+            host = next((h for h in session.cluster.metadata.all_hosts() if h.address == address), None)
+            if host is not None and host.is_up:
+                try:
+                    out[address] = read_configuration(session, keyspace, table, host=host)
+                    break
+                except (NoHostAvailable, ConnectionException, OperationTimedOut):
+                    pass  # marked down between the check and the request: a member just back; again
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ring member {address} did not answer through the driver within {timeout:.0f}s; "
+                                   "check that it is running (`asgard cassandra status`)")
+            time.sleep(0.2)
+    return out

@@ -42,7 +42,9 @@ class CassandraResource(ConfigurableResource):
     keyspace: str = Field(default="asgard", description="Keyspace of the objects table (created if missing).")
     table: str = Field(default="objects", description="Table holding manifests and chunks (created if missing).")
     replication_factor: int = Field(default=1, description="SimpleStrategy replication factor used when creating the keyspace.")
-    consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes (ONE, LOCAL_QUORUM, QUORUM, ALL, ...).")
+    consistency: str = Field(default="LOCAL_QUORUM", description="Consistency level of reads and writes (ONE, "
+                             "LOCAL_QUORUM, QUORUM, ALL, ...). (LOCAL_)QUORUM falls to one replica only for a request "
+                             "that meets a replica known to be down (a rolling restart).")
     username: Optional[str] = Field(default=None, description="User for PasswordAuthenticator; pass EnvVar('...'), never a literal.")
     password: Optional[str] = Field(default=None, description="Password for PasswordAuthenticator; pass EnvVar('...'), never a literal.")
     ssl_ca_file: Optional[str] = Field(default=None, description=TLS_FIELDS["ssl_ca_file"])
@@ -58,8 +60,9 @@ class CassandraResource(ConfigurableResource):
     request_timeout: float = Field(default=30.0, description="Seconds per read or write request.")
     ride_through_seconds: float = Field(
         default=30.0,
-        description="Seconds a request keeps retrying while a node restarts (a retune's restart took 9-16 s here), "
-        "before failing with 'unreachable'. 0 fails at once.",
+        description="Seconds a request keeps retrying while a node restarts (a retune's restart took 9-20 s here), "
+        "or a replica is down or draining, before failing with 'unreachable'. At replication factor 2 a request "
+        "does not wait for a restarting member (LOCAL_QUORUM falls to the live replica). 0 fails at once.",
     )
 
     def connection_kwargs(self) -> dict:

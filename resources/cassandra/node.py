@@ -314,10 +314,50 @@ class CassandraNode(ManagedServer):
         except (FileNotFoundError, ValueError, KeyError, TypeError):
             return None
 
+    # --- launch record: what a later process needs to restart this instance as it runs ---------
+    @property
+    def launch_file(self) -> Path:
+        return self.workdir / "launch.json"
+
+    def launch_record(self) -> dict[str, Any]:
+        """The constructor arguments that shape the instance's configuration: a ring member
+        rebuilt with the defaults would render another token and seed, and restart outside its ring."""
+        return {"kind": type(self).__name__, "index": self.index, "nodes": self.nodes, "seed": self.seed, "ring_position": self.ring_position,
+                "heap": self.heap, "numa_node": self.numa_node, "version": self.version,
+                "native_port": self.native_port, "authenticate": self.authenticate, "fast_start": self.fast_start,
+                "system_properties": self.system_properties}
+
+    @classmethod
+    def launched(cls, index: int, workdir: Path | None = None) -> "CassandraNode":
+        """Instance ``index`` as it was last started (its ``launch.json`` and NUMA placement), so that
+        a restart from another process (the retune job) keeps its ring, token, heap and pinning.
+
+        An instance started before launch records existed is taken as a standalone node (what
+        ``CassandraNode(index)`` is); :class:`~resources.cassandra.cluster.RingMemberError` is raised
+        by the ring discovery when such an instance is one of several members."""
+        import json
+
+        probe = cls(index=index, workdir=workdir)
+        try:
+            record = json.loads(probe.launch_file.read_text())
+        except FileNotFoundError:
+            return probe
+        kind = record.pop("kind", cls.__name__)
+        if kind != cls.__name__:  # e.g. the tuner's TunerNode: another cluster name, its own tooling
+            raise ServerError(f"{probe.name} was launched as a {kind}, not a {cls.__name__}: restart it with the "
+                              "tooling that started it (a TunerNode: `asgard tune`)")
+        placement = probe.launched_placement()
+        record.pop("index", None)
+        if placement is not None:  # heap and NUMA node come with the placement
+            record.pop("heap", None)
+            record.pop("numa_node", None)
+        return cls(index=index, workdir=workdir, placement=placement, **record)
+
     def prepare(self) -> None:
         import json
 
         install(self.version)
+        self.launch_file.write_text(json.dumps(self.launch_record(), sort_keys=True))
         if self.placement is not None:
             self.placement_file.write_text(json.dumps(self.placement.to_dict()))
         else:
@@ -405,8 +445,10 @@ class CassandraNode(ManagedServer):
                 continue  # a line torn by a crash mid-write
         return statistics.median(seconds) if seconds else None
 
-    # No explicit `nodetool drain` before SIGTERM: Cassandra's shutdown hook drains (flushes
+    # No explicit `nodetool drain` before SIGTERM here: Cassandra's shutdown hook drains (flushes
     # memtables, closes the commitlog) itself, and a nodetool JVM would add 2-3 s to every restart.
+    # A ring's rolling restart drains first (CassandraCluster.rolling_restart), so that clients
+    # have moved to the other replicas before the stop-to-ready clock starts.
 
     def wipe(self) -> None:
         """Stop and delete the instance's data (keeps its overrides)."""

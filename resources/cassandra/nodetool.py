@@ -52,6 +52,13 @@ def ring_status(output: str) -> dict[str, str]:
     return {m.group(2): m.group(1) for m in re.finditer(r"^([UD][NLJM])\s+(\d+\.\d+\.\d+\.\d+)", output, re.M)}
 
 
+def ring_host_ids(output: str) -> dict[str, str]:
+    """``{address: host id}`` from ``nodetool status`` output (the id names a member's hint files)."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"^[UD][NLJM]\s+(\d+\.\d+\.\d+\.\d+)\s.*?\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b",
+        output, re.M)}
+
+
 def table_stats(output: str) -> dict[str, int]:
     """Live bytes and the largest partition (Cassandra's histogram bucket) from ``nodetool
     tablestats <keyspace.table>`` output; 0 where a figure is absent."""

@@ -92,15 +92,19 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 def _is_reconnecting(exc: BaseException) -> bool:
-    """True for a connection the driver lost and is re-establishing, or a node that is stopping
-    or starting: the node restarted (a retune does that) or dropped the socket. Every statement
-    here is idempotent (an INSERT of the same cells, a DELETE), so it is safe to send again once
-    the driver has reconnected."""
+    """True for a connection the driver lost and is re-establishing, a node that is stopping
+    or starting (the node restarted, a retune does that, or dropped the socket), or a replica
+    that is down or draining: ``Unavailable`` (fewer replicas alive than the consistency needs,
+    even after :class:`RideThroughRetryPolicy` lowered it: replication factor 1 with its one
+    replica restarting) or a ``Read``/``WriteTimeout`` (a replica that stopped answering as it
+    drained). Every statement here is idempotent (an INSERT of the same cells, a DELETE), so it
+    is safe to send again, for ``ride_through_seconds`` at most."""
+    from cassandra import ReadTimeout, Unavailable, WriteTimeout
     from cassandra.cluster import NoHostAvailable
     from cassandra.connection import ConnectionException
     from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
-    if isinstance(exc, ConnectionException):
+    if isinstance(exc, (ConnectionException, Unavailable, ReadTimeout, WriteTimeout)):
         return True
     # A draining node answers "Server is shutting down" as Overloaded (code 1001) before it closes
     # the socket (a CI run failed on exactly that); a starting one answers IsBootstrapping.
@@ -262,6 +266,7 @@ def _connect_once(contact_points: tuple[str, ...], port: int, username: str | No
             ssl_context=context,
             control_connection_timeout=connect_timeout,
             load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
+            default_retry_policy=ride_through_retry_policy(),
             protocol_version=PROTOCOL_VERSION,
             connection_class=_large_buffer_connection_class(),
             # a local node restarted by the tuner is back in seconds: the driver's default
@@ -287,6 +292,39 @@ def _connect_once(contact_points: tuple[str, ...], port: int, username: str | No
             raise StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc) from exc
         _sessions[cache_key] = session
         return session
+
+
+def ride_through_retry_policy():
+    """The driver retry policy of every store session: a request at ``QUORUM``/``LOCAL_QUORUM``
+    that the coordinator refuses as ``Unavailable`` (a replica is known down: a member is
+    restarting) is sent once more at ``ONE``/``LOCAL_ONE``; anything else as the driver's default.
+
+    Why this is safe for this store (replication factor 2, a rolling restart). While every
+    replica is up, reads and writes are at QUORUM, which at RF 2 is both replicas: a read sees
+    every acknowledged write. Only while a replica is down (the coordinator says so) does a
+    request fall to one replica, and that is the one live replica, which holds (a) every write
+    made while both were up (both acknowledged it) and (b) every write made while the other was
+    down (it alone took them, and keeps hints for the other). The rolling restart takes the next
+    member down only once the hints to the others are delivered
+    (``CassandraCluster.wait_hints_delivered``), so (b) holds for every member in turn. Once the
+    restarted member is back, QUORUM again asks both replicas and the newer cells win, so a
+    reader never takes a replica's stale head (an asset re-materialized while it was down) for
+    the current one. ONE throughout would not do: a reader routed to the member just back, before
+    its hints arrive, finds no head (a missing output, a failed step) or the previous one.
+    ``ALL``, ``TWO``, ``THREE`` and ``EACH_QUORUM`` are never lowered: who asks for them gets
+    them, and waits out a restart (``ride_through_seconds``) or fails."""
+    from cassandra import ConsistencyLevel
+    from cassandra.policies import RetryPolicy
+
+    lower = {ConsistencyLevel.QUORUM: ConsistencyLevel.ONE, ConsistencyLevel.LOCAL_QUORUM: ConsistencyLevel.LOCAL_ONE}
+
+    class RideThroughRetryPolicy(RetryPolicy):
+        def on_unavailable(self, query, consistency, required_replicas, alive_replicas, retry_num):
+            if consistency in lower and alive_replicas >= 1 and retry_num == 0:
+                return self.RETRY, lower[consistency]
+            return super().on_unavailable(query, consistency, required_replicas, alive_replicas, retry_num)
+
+    return RideThroughRetryPolicy()
 
 
 def _release(future) -> None:
@@ -320,7 +358,10 @@ class CassandraObjectStore(ObjectStore):
         contact_points, port: hosts to contact first and their CQL port.
         keyspace, table: where objects live (created on first use; ``<table>_index`` beside it).
         replication_factor: SimpleStrategy factor used when the keyspace is created.
-        consistency: consistency level of every read and write.
+        consistency: consistency level of every read and write. ``LOCAL_QUORUM`` (the default) or
+            ``QUORUM`` falls to one replica for a request that meets a replica known to be down, so
+            a ring with replication factor 2 keeps serving through a rolling restart and a read
+            still sees every acknowledged write (:func:`ride_through_retry_policy` says why).
         username, password: PasswordAuthenticator credentials (from the environment: Dagster's
             ``EnvVar`` on the resource and IO manager).
         ssl_ca_file: PEM file of the CA that signed the nodes' certificates; given, every
@@ -340,8 +381,11 @@ class CassandraObjectStore(ObjectStore):
         connect_timeout, request_timeout: seconds.
         ride_through_seconds: how long a request (and a first connection) keeps retrying while
             the node is unreachable because it restarts (a retune's restart took 9.3-15.9 s here
-            under load, ``asgard bench startup``); then :class:`StoreUnavailableError`. Every
-            statement is idempotent, so a retried write stores the same cells. 0 fails at once.
+            under load, ``asgard bench startup``; a ring member's 12.4-20.1 s in the rolling
+            test), or a replica is down or draining; then :class:`StoreUnavailableError`. At
+            replication factor 2 a request does not wait for a restarting member (QUORUM falls to
+            the live replica); at 1 it waits out the restart, which 30 s covers. Every statement
+            is idempotent, so a retried write stores the same cells. 0 fails at once.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
         ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
     """
@@ -548,7 +592,7 @@ class CassandraObjectStore(ObjectStore):
         # connection failed CI when that connection had just been closed after a node restart.
 
     def _execute(self, session, statement, params=None, prepare=False):
-        from cassandra import InvalidRequest, OperationTimedOut, Unavailable
+        from cassandra import InvalidRequest, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
         from cassandra.protocol import ServerError
@@ -570,7 +614,7 @@ class CassandraObjectStore(ObjectStore):
                     time.sleep(0.2)
                     continue
                 raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
-            except (OperationTimedOut, Unavailable, ConnectionException) as exc:
+            except (OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException) as exc:
                 # a restarting node: the driver reconnects within its back-off (0.2 s, doubling to 5 s)
                 if _is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
