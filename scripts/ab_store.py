@@ -68,17 +68,27 @@ def main():
     ap.add_argument("--count", type=int, default=300)
     ap.add_argument("--sizes-mib", default="1,64")
     ap.add_argument("--reads", type=int, default=0, help="reads per block (default: 64 MiB / size, at least 3)")
+    ap.add_argument("--node-index", type=int, default=1)
+    ap.add_argument("--node-dir", default="", help="workdir of a Cassandra instance of one's own at 127.0.0.<index>")
     args = ap.parse_args()
 
     deployment = Deployment("loopback")
-    base = deployment.store_kwargs("cassandra")
-    node = deployment.server("cassandra")
+    if args.node_dir:  # an instance of one's own (not the shared local node)
+        from pathlib import Path
+
+        from resources.cassandra import CassandraNode
+
+        node = CassandraNode(index=args.node_index, workdir=Path(args.node_dir))
+        base = node.client_options()
+    else:
+        base = deployment.store_kwargs("cassandra")
+        node = deployment.server("cassandra")
     import resources.stores.cassandra as cassandra_store
 
     variants = []
     for n, kw in parse_variants(args.variant):
         # "_fast_read": the client's frame reader (a session of its own: part of the session key)
-        cassandra_store.FAST_READ = kw.pop("_fast_read", True)
+        cassandra_store.FAST_READ = int(kw.pop("_fast_read", 1))
         store = open_peer("cassandra", **{**base, **kw})
         store.ping()  # connects now, with this reader
         variants.append((n, store, ServerCpu([node])))
