@@ -161,10 +161,16 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id):
     store.put(ObjectKey.for_run(run_id, "warm", "up"), 1)  # prepares the statements once
     store.put(ObjectKey.for_run(run_id, "warm", "big"), b"w" * (3 * store.chunk_size))
     store.get(ObjectKey.for_run(run_id, "warm", "big"))
+    warn = store._batch_warn_bytes()  # read once per session, before counting
     session.add_request_init_listener(listener)
     try:
-        store.put(ObjectKey.for_run(run_id, "s", "small"), b"x" * 10_000)
+        store.put(ObjectKey.for_run(run_id, "s", "tiny"), b"t" * 3_000)  # under any warn threshold
         assert sent == ["BATCH"], sent
+        sent.clear()
+        store.put(ObjectKey.for_run(run_id, "s", "small"), b"x" * 10_000)
+        # one batch under the node's batch_size_warn_threshold (50 KiB on the local node as this
+        # version renders it; a node started with Cassandra's 5 KiB default would warn each time)
+        assert sent == (["BATCH"] if warn >= 12_000 else ["INSERT", "INSERT"]), (warn, sent)
         sent.clear()
         # over batch_bytes: head and index row as two requests sent together (no batch refused)
         store.put(ObjectKey.for_run(run_id, "s", "medium"), b"m" * (store.batch_bytes + 1))

@@ -45,6 +45,17 @@ INDEX_LAYOUT = {"scope": "partition_key", "path": "clustering", "version": "clus
 DEFAULT_CHUNK_SIZE = MiB
 DEFAULT_CHUNKS_PER_PARTITION = 1
 DEFAULT_BATCH_BYTES = int(os.environ.get("ASGARD_CQL_BATCH", str(40 * 1024)))
+CASSANDRA_BATCH_WARN_BYTES = 5 * 1024  # Cassandra's default batch_size_warn_threshold
+BATCH_MARGIN_BYTES = 1024  # the node counts cells' timestamps and TTLs too
+
+
+def _storage_bytes(value: str) -> int:
+    """Bytes of a Cassandra data-storage setting as ``system_views.settings`` shows it ("5KiB")."""
+    units = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+    for unit in ("KiB", "MiB", "GiB", "B"):
+        if value.endswith(unit) and value[: -len(unit)].strip().isdigit():
+            return int(value[: -len(unit)]) * units[unit]
+    return CASSANDRA_BATCH_WARN_BYTES
 # chunks are pickled arrays, video, models: mostly incompressible, and the client's codec
 # option compresses the rest; Cassandra compressing them again costs CPU on both paths
 TABLE_OPTIONS = "compression = {'enabled': 'false'}"
@@ -79,19 +90,6 @@ class _MissingSchemaFilter:
 
 
 logging.getLogger("cassandra.cluster").addFilter(_MissingSchemaFilter())
-
-
-class _SmallBatchWarningFilter:
-    """A cluster with Cassandra's default batch_size_warn_threshold (5 KiB) answers every small
-    put's batch (up to ``batch_bytes``, under the 50 KiB fail threshold) with a warning, which
-    the driver logs each time; it is the expected shape of a small put, not news."""
-
-    def filter(self, record) -> bool:
-        return not (record.getMessage().startswith("Server warning: Batch for")
-                    and "exceeding specified threshold" in record.getMessage())
-
-
-logging.getLogger("cassandra.protocol").addFilter(_SmallBatchWarningFilter())
 _sessions_lock = threading.Lock()
 
 
@@ -456,9 +454,12 @@ class CassandraObjectStore(ObjectStore):
         connect_timeout, request_timeout: seconds.
         batch_bytes: a small put whose head row (manifest, inline data, key) is at most this
             many bytes is ONE request, an UNLOGGED batch of its head and index rows (10 KiB put+get:
-            client CPU 0.42 vs 0.47 ms/op, ops/s +4-15%, ``scripts/ab_store.py small``); larger,
-            the two rows go as two requests at once. Keep it under the cluster's
-            ``batch_size_fail_threshold`` (50 KiB by default), which refuses bigger batches. 0: never.
+            client CPU 0.42 vs 0.47 ms/op, ops/s +4-15%, ``scripts/ab_store.py small``), and also
+            under the node's ``batch_size_warn_threshold`` (read from ``system_views.settings``;
+            5 KiB by default, 50 KiB on the project's local node), over which the node logs a
+            warning per batch; larger, the two rows go as two requests at once. Keep it under the
+            cluster's ``batch_size_fail_threshold`` (50 KiB by default), which refuses bigger
+            batches. 0: never.
         ride_through_seconds: how long a request (and a first connection) keeps retrying while
             the node is unreachable because it restarts (a retune's restart took 9.3-15.9 s here
             under load, ``asgard bench startup``); then :class:`StoreUnavailableError`. Every
@@ -536,6 +537,7 @@ class CassandraObjectStore(ObjectStore):
             raise StoreConfigError(f"batch_bytes must be 0 or more, got {batch_bytes}")
         self.batch_bytes = batch_bytes
         self._prepared: dict[str, Any] = {}  # statements prepared on self._session
+        self._batch_warn: int | None = None  # the connected node's batch_size_warn_threshold
         self._session, self._session_pid = None, None
 
     # --- connection and schema ----------------------------------------------------------
@@ -546,7 +548,7 @@ class CassandraObjectStore(ObjectStore):
             session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
                                self.ride_through_seconds, self.tls)
             if session is not self._session:
-                self._prepared = {}
+                self._prepared, self._batch_warn = {}, None
             self._session, self._session_pid = session, os.getpid()
         return session
 
@@ -853,14 +855,29 @@ class CassandraObjectStore(ObjectStore):
         # data = null on a chunked head clears a previous inline value of the same path.
         head = ("insert_head", (key.scope, key.path, manifest.to_bytes(), inline, ttl))
         index = ("insert_index", (key.scope, key.path, manifest.version, groups, True, ttl))
-        if inline is not None and self.batch_bytes and (
-                len(head[1][2]) + memoryview(inline).nbytes + 2 * len(key.scope) + 2 * len(key.path)
-                + len(manifest.version) <= self.batch_bytes):
+        size = (len(head[1][2]) + memoryview(inline).nbytes + 2 * len(key.scope) + 2 * len(key.path)
+                + len(manifest.version)) if inline is not None else None
+        if size is not None and size <= self.batch_bytes and (
+                size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES
+                or size <= self._batch_warn_bytes() - BATCH_MARGIN_BYTES):
             self._batch(head, index)
         else:
             # Over batch_bytes, two requests in flight together (one round trip): Cassandra
             # refuses a batch over batch_size_fail_threshold (50 KiB by default).
             self._together(head, index)
+
+    def _batch_warn_bytes(self) -> int:
+        """The node's ``batch_size_warn_threshold``, read once per session: over it the node logs
+        a WARN for every batch (not rate-limited, javap of 5.0.9's BatchStatement), so a small
+        put batches only under it (the local node's is 50 KiB; Cassandra's default 5 KiB)."""
+        if self._batch_warn is None:
+            try:
+                row = self._execute(self.session, "SELECT value FROM system_views.settings "
+                                                  "WHERE name = 'batch_size_warn_threshold'").one()
+                self._batch_warn = _storage_bytes(row.value) if row is not None else CASSANDRA_BATCH_WARN_BYTES
+            except Exception:  # no virtual tables (before 4.0), or not readable by this role
+                self._batch_warn = CASSANDRA_BATCH_WARN_BYTES
+        return self._batch_warn
 
     def _batch(self, *requests: tuple[str, tuple]) -> None:
         """Rows of a few partitions in ONE request, an UNLOGGED batch (no batchlog: each
