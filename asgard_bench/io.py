@@ -8,8 +8,9 @@ of the object size beyond the object itself.
 
 Server cost: each throughput row carries the storage server's CPU seconds per GB moved,
 written and read (``/proc/PID/stat`` of the Cassandra instances, the Redis or the MinIO process;
-``local`` has no server). First request: each ops row carries ``first_put_ms``, the median over
-fresh processes of opening the store and making the first 10 KiB put, as every step process
+``local`` has no server), and each 10 KiB ops row its server CPU milliseconds per op. First
+request: each ops row carries ``first_put_ms``, the median over fresh processes of opening the
+store and making the first 10 KiB put, as every step process
 of Dagster's multiprocess (or k8s) executor does; the process has the library imported, as a
 step process has its code location. Spread (Cassandra): one run of six 16 MiB outputs in a
 fresh table, flushed, then each instance's live bytes and largest partition from ``nodetool
@@ -215,9 +216,11 @@ def _first_put_ms(backend: str, kwargs: dict, scope: str) -> float:
     return _run_probe(_FIRST_PUT_PROBE, kwargs, backend, scope)["first_put_ms"]
 
 
-def _small_ops(store, count: int, budget_s: float | None = None) -> float:
+def _small_ops(store, count: int, budget_s: float | None = None,
+               cpu: ServerCpu | None = None) -> float | tuple[float, float | None]:
     """Put+get ops/s of ``count`` 10 KiB objects (all puts, then all gets); with ``budget_s``, fewer
-    objects when 10 probe pairs say ``count`` would take longer (a store 50 ms away)."""
+    objects when 10 probe pairs say ``count`` would take longer (a store 50 ms away). With ``cpu``,
+    ``(ops/s, server CPU ms per op)``."""
     payload = np.random.default_rng(0).bytes(SMALL_BYTES)
     scope = f"bench-{uuid.uuid4().hex[:8]}"
     if budget_s:
@@ -229,14 +232,18 @@ def _small_ops(store, count: int, budget_s: float | None = None) -> float:
         per_pair = (time.perf_counter() - t0) / 10
         count = max(10, min(count, int(budget_s / per_pair)))
     keys = [ObjectKey.for_run(scope, "small", str(i)) for i in range(count)]
+    c0 = cpu.seconds() if cpu is not None else None
     t0 = time.perf_counter()
     for key in keys:
         store.put(key, payload)
     for key in keys:
         store.get(key)
     seconds = time.perf_counter() - t0
+    c1 = cpu.seconds() if cpu is not None else None
     store.purge_scope(f"run/{scope}")
-    return 2 * count / seconds
+    if cpu is None:
+        return 2 * count / seconds
+    return 2 * count / seconds, (round((c1 - c0) * 1000 / (2 * count), 3) if c0 is not None else None)
 
 
 _MEMORY_PROBE = r"""
@@ -386,8 +393,9 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
             for backend, store in stores.items():
                 bar.update(task, description=f"{backend} 10 KiB ops")
                 times = sorted(first[backend])
+                ops, cpu_ms = _small_ops(store, small_ops, small_seconds, cpus[backend])
                 rows.append({"backend": backend, "object_bytes": SMALL_BYTES, "write_mb_s": None, "read_mb_s": None,
-                             "ops_s": round(_small_ops(store, small_ops, small_seconds), 1),
+                             "ops_s": round(ops, 1), "server_cpu_ms_per_op": cpu_ms,
                              "first_put_ms": round(times[len(times) // 2], 1) if times else None})
                 if first_puts:
                     store.purge_scope(f"run/{scope}")
@@ -428,7 +436,7 @@ def print_table(rows: list[dict]) -> None:
     network = rows[0].get("network", "loopback") if rows else "loopback"
     table = Table(title=f"asgard bench io, network {network} (best of repeats; ratios against {peer} in the same run)")
     for col in ("backend", "object", "write MB/s", "read MB/s", "ops/s (10 KiB)", f"write vs {peer}",
-                f"read vs {peer}", f"ops vs {peer}", "server CPU s/GB w / r", "first put ms",
+                f"read vs {peer}", f"ops vs {peer}", "server CPU s/GB w / r (ms/op)", "first put ms",
                 "extra mem write", "extra mem read"):
         table.add_column(col, justify="right")
 
@@ -439,6 +447,8 @@ def print_table(rows: list[dict]) -> None:
 
     def cpu(row):
         w, r = row.get("server_cpu_write_s_per_gb"), row.get("server_cpu_read_s_per_gb")
+        if row.get("server_cpu_ms_per_op") is not None:
+            return f"{row['server_cpu_ms_per_op']:.3f} ms/op"
         if w is None and r is None:
             return "-"
         return f"{fmt(w, digits=2)} / {fmt(r, digits=2)}"

@@ -30,8 +30,10 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
         else:
             # 1 MiB once is below /proc's 10 ms tick for Redis and MinIO: present, not negative
             assert r["server_cpu_write_s_per_gb"] >= 0 and r["server_cpu_read_s_per_gb"] >= 0, r
-    # a fresh process's first put, per backend
+    # a fresh process's first put, and the server's CPU per 10 KiB op, per backend
     assert all(r["first_put_ms"] > 0 for r in ops)
+    assert all((r["server_cpu_ms_per_op"] is None) == (r["backend"] == "local") for r in ops), ops
+    assert all(r["server_cpu_ms_per_op"] >= 0 for r in ops if r["backend"] != "local")
     # one run's six 16 MiB outputs on the local node: no partition beyond one chunk group
     [spread] = [r["spread"] for r in rows if "spread" in r]
     assert list(spread["instance_bytes"]) == ["127.0.0.1"] and spread["instance_bytes"]["127.0.0.1"] >= 96 * 1024 * 1024

@@ -143,21 +143,37 @@ def test_outputs_of_one_run_spread_over_partitions_each_within_a_chunk_group(cas
 
 
 def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id):
-    """Count the requests the driver sends (its request-init hook): a small put is its head row
-    and its index row sent together, a small get one SELECT, a large put no SELECT at all."""
+    """Count the requests the driver sends (its request-init hook): a small put is ONE request
+    (an unlogged batch of its head row and index row), a small get one SELECT, a large put no
+    SELECT at all."""
+    from cassandra.query import BatchStatement
+
     store = io_manager.store()
     sent = []
 
     def listener(future):
-        sent.append(future.query.prepared_statement.query_string.split()[0])
+        if isinstance(future.query, BatchStatement):
+            sent.append("BATCH")
+        else:
+            sent.append(future.query.prepared_statement.query_string.split()[0])
 
     session = store.session
     store.put(ObjectKey.for_run(run_id, "warm", "up"), 1)  # prepares the statements once
     store.put(ObjectKey.for_run(run_id, "warm", "big"), b"w" * (3 * store.chunk_size))
     store.get(ObjectKey.for_run(run_id, "warm", "big"))
+    warn = store._batch_warn_bytes()  # read once per session, before counting
     session.add_request_init_listener(listener)
     try:
+        store.put(ObjectKey.for_run(run_id, "s", "tiny"), b"t" * 3_000)  # under any warn threshold
+        assert sent == ["BATCH"], sent
+        sent.clear()
         store.put(ObjectKey.for_run(run_id, "s", "small"), b"x" * 10_000)
+        # one batch under the node's batch_size_warn_threshold (50 KiB on the local node as this
+        # version renders it; a node started with Cassandra's 5 KiB default would warn each time)
+        assert sent == (["BATCH"] if warn >= 12_000 else ["INSERT", "INSERT"]), (warn, sent)
+        sent.clear()
+        # over batch_bytes: head and index row as two requests sent together (no batch refused)
+        store.put(ObjectKey.for_run(run_id, "s", "medium"), b"m" * (store.batch_bytes + 1))
         assert sent == ["INSERT", "INSERT"], sent
         sent.clear()
         assert store.get(ObjectKey.for_run(run_id, "s", "small"))[0] == b"x" * 10_000

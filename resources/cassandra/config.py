@@ -74,6 +74,9 @@ def base_config(
         # ephemeral objects are chunked well below this; keep Cassandra's 16 MiB frame limit
         "native_transport_max_frame_size": "16MiB",
         "concurrent_compactors": 2,
+        # a small put is one UNLOGGED batch of its head and index rows, up to the store's
+        # batch_bytes (40 KiB) below the 50 KiB fail threshold: no warning logged for each
+        "batch_size_warn_threshold": "50KiB",
         # named memtable configurations (Cassandra 5.0, CEP-11): a table picks one with
         # ALTER TABLE ... WITH memtable = '<name>', which only works for names defined here.
         # The tuner's live `memtable` table knob needs them; "default" (what tables without
