@@ -509,7 +509,7 @@ class CassandraObjectStore(ObjectStore):
             under load, ``asgard bench startup``; a ring member's 12.4-20.1 s in the rolling
             test), or a replica is down or draining; then :class:`StoreUnavailableError`. At
             replication factor 2 a request does not wait for a restarting member (QUORUM falls to
-            the live replica); at 1 it waits out the restart, which 30 s covers. Every statement
+            the live replica); at 1 it waits out the restart, which 60 s covers twice over. Every statement
             is idempotent, so a retried write stores the same cells. 0 fails at once.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
         ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
@@ -537,7 +537,7 @@ class CassandraObjectStore(ObjectStore):
         request_timeout: float = 30.0,
         chunks_per_partition: int = DEFAULT_CHUNKS_PER_PARTITION,
         durable_writes: bool = False,
-        ride_through_seconds: float = 30.0,
+        ride_through_seconds: float = 60.0,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         **kwargs,
     ):
