@@ -506,7 +506,7 @@ class CassandraObjectStore(ObjectStore):
             batches. 0: never.
         ride_through_seconds: how long a request (and a first connection) keeps retrying while
             the node is unreachable because it restarts (a retune's restart took 9.3-15.9 s here
-            under load, ``asgard bench startup``; a ring member's 12.4-20.1 s in the rolling
+            under load, ``asgard bench startup``; a ring member's 10.5-26.8 s in the rolling
             test), or a replica is down or draining; then :class:`StoreUnavailableError`. At
             replication factor 2 a request does not wait for a restarting member (QUORUM falls to
             the live replica); at 1 it waits out the restart, which 60 s covers twice over. Every statement
