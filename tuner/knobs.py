@@ -568,7 +568,9 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
     t0 = time.perf_counter()
     result = ApplyResult()
     overrides = config.yaml_overrides()
-    ring = getattr(node, "nodes", None)  # a CassandraCluster's members
+    # a CassandraCluster's members (a CassandraNode's ``nodes`` is the size of its ring, an int)
+    members = getattr(node, "nodes", None)
+    ring = members if isinstance(members, list) else None
     if previous is None:
         current = (ring[0] if ring else node).overrides()
         restart_keys = {KNOBS[n].yaml_key for n in KNOBS if KNOBS[n].apply == RESTART} | {"file_cache_enabled",
