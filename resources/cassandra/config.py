@@ -45,6 +45,9 @@ def base_config(
         "num_tokens": 1,
         "initial_token": token_for(index, nodes),
         "auto_bootstrap": False,  # nodes of a fresh local ring have no data to stream
+        # outputs are ephemeral: a dropped or truncated table's data need not stay on disk as a
+        # snapshot (the snapshots of dropped test keyspaces piled up on this machine's disk)
+        "auto_snapshot": False,
         "partitioner": "org.apache.cassandra.dht.Murmur3Partitioner",
         "endpoint_snitch": "SimpleSnitch",
         "seed_provider": [
