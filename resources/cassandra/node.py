@@ -35,8 +35,9 @@ FAST_START_PROPERTIES = [
 
 # A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
 # (2000 by default) so the message gets there before messaging closes. A lone instance has no
-# one to tell; on loopback a peer gets it in well under 200 ms. `asgard bench startup` reads the
-# stop at about 2 s less (docs/results/bench-startup.txt).
+# one to tell; on loopback a peer gets it in well under 200 ms. Stop at 127.0.0.6 on a loaded
+# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0 (docs/results/bench-startup.txt
+# predates this; `asgard bench startup` measures it again).
 JMX_BASE_PORT = 7199
 # the superuser a secure node is given in place of the stock cassandra/cassandra (which is dropped)
 SUPERUSER = "asgard_admin"
