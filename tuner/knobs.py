@@ -581,24 +581,17 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
         changed = config.diff(previous)
         need_restart = any(KNOBS[k].apply == RESTART for k in changed)
     result.changed = changed
-    if ring is not None:
-        if need_restart or force_restart:
-            result.restart_mode = "rolling" if rolling and len(ring) > 1 else "together"
-            if result.restart_mode == "rolling":
-                result.members = node.rolling_restart(overrides, hints_timeout=hints_timeout)
-            else:
-                result.members = node.restart_together(overrides)
-            result.node_restart_seconds = max(r["restart_seconds"] for r in result.members)
-            result.restarted = True
-            wait_store_ready(store)
-            result.restart_seconds = time.perf_counter() - t0
+    if ring is not None and (need_restart or force_restart):
+        result.restart_mode = "rolling" if rolling and len(ring) > 1 else "together"
+        if result.restart_mode == "rolling":
+            result.members = node.rolling_restart(overrides, hints_timeout=hints_timeout)
         else:
-            node.set_overrides(overrides)
-            commands = config.live_commands()
-            for name in (k for k in changed if KNOBS[k].apply == LIVE):
-                node.nodetool_all(*commands[name])
-                result.live.append(" ".join(commands[name]))
-    elif need_restart or force_restart or not node.is_running():
+            result.members = node.restart_together(overrides)
+        result.node_restart_seconds = max(r["restart_seconds"] for r in result.members)
+        result.restarted = True
+        wait_store_ready(store)
+        result.restart_seconds = time.perf_counter() - t0
+    elif ring is None and (need_restart or force_restart or not node.is_running()):
         # the store's session reconnects by itself (its back-off starts at 0.2 s): it is kept,
         # as a long-lived process (the bench, a sensor) keeps it across a retune
         if node.is_running():
@@ -612,8 +605,9 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
     else:
         node.set_overrides(overrides)
         commands = config.live_commands()
+        nodetool = node.nodetool_all if ring is not None else node.nodetool  # on a ring: every member
         for name in (k for k in changed if KNOBS[k].apply == LIVE):
-            node.nodetool(*commands[name])
+            nodetool(*commands[name])
             result.live.append(" ".join(commands[name]))
     ks, table = store_keyspace_table(store)
     if previous is None or any(KNOBS[k].apply == KEYSPACE for k in changed):
