@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,9 @@ MiB = 1024 * 1024
 @pytest.fixture(scope="module")
 def ring():
     ring = CassandraCluster(nodes=3, first_index=11, heap="1G")  # the ring `asgard bench io --nodes 3` uses
+    # where each instance's server.log stood before this module's launches (it is appended to)
+    ring.log_offsets = {n.address: n.log_file.stat().st_size if n.log_file.exists() else 0 for n in ring.nodes}
+    ring.started_at = time.monotonic()
     ring.start()
     yield ring
     ring.stop()
@@ -125,3 +129,16 @@ def test_bench_io_on_the_ring_reports_each_instance(ring):
     cpu = [r for r in rows if r["write_mb_s"] is not None][0]
     assert cpu["server_cpu_write_s_per_gb"] > 0  # summed over the three instances
 
+
+
+def test_no_instance_spins_on_its_default_role_setup(ring):
+    """An instance started before its peers are up retries its default-role setup; it must wait
+    between attempts. With a retry delay of 0 one instance logged 32 million "skipped default
+    role setup" lines (5 GB) and kept a core busy. Checked over the whole module: starts, a kill
+    and a restart of one instance."""
+    seconds = time.monotonic() - ring.started_at
+    for node in ring.nodes:
+        with node.log_file.open("rb") as log:
+            log.seek(ring.log_offsets[node.address])
+            retries = sum(1 for line in log if b"skipped default role setup" in line)
+        assert retries <= 10 * seconds, (node.address, retries, seconds)

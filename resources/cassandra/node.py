@@ -28,10 +28,15 @@ from .tls import NodeTLS, ensure_node_certificate
 FAST_START_PROPERTIES = [
     "-Dcassandra.skip_wait_for_gossip_to_settle=0",
     "-Dcassandra.ring_delay_ms=0",
-    "-Dcassandra.superuser_setup_delay_ms=0",
     "-Dcassandra.skip_schema_check=true",
     "-Dcassandra.migration_task_wait_in_seconds=0",
 ]
+
+# The default role is set up by a task that reschedules itself after superuser_setup_delay_ms
+# while "some nodes were not ready" (CassandraRoleManager.scheduleSetupTask). At 0 a ring member
+# whose peers were not up yet spun on it: one instance wrote 32 million such lines (5 GB of
+# server.log) and kept a core busy. A lone instance is ready at once, so 0 costs it nothing.
+RING_SUPERUSER_SETUP_DELAY_MS = 500
 
 # A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
 # (2000 by default) so the message gets there before messaging closes. A lone instance has no
@@ -384,7 +389,9 @@ class CassandraNode(ManagedServer):
             *JVM17_FLAGS,
             *([f"-javaagent:{jamm}"] if jamm else []),
             *(FAST_START_PROPERTIES if self.fast_start else []),
-            *([f"-Dcassandra.shutdown_announce_in_ms={0 if self.nodes == 1 else 200}"] if self.fast_start else []),
+            *([f"-Dcassandra.shutdown_announce_in_ms={0 if self.nodes == 1 else 200}",
+               f"-Dcassandra.superuser_setup_delay_ms={0 if self.nodes == 1 else RING_SUPERUSER_SETUP_DELAY_MS}"]
+              if self.fast_start else []),
             f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
             f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
