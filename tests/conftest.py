@@ -27,7 +27,14 @@ def _close_driver_sessions():
 def cassandra_node() -> CassandraNode:
     node = CassandraNode()  # 127.0.0.1:9042, the node `asgard cassandra up` runs
     node.start()
-    return node
+    yield node
+    # the suite's outputs carry the store's TTL (days) and add up to gigabytes per run: they go
+    # with the suite (auto_snapshot is off, so the files go too), not a week later
+    if node.is_running():
+        from resources.stores.cassandra import CassandraObjectStore
+
+        CassandraObjectStore(keyspace=TEST_KEYSPACE).session.execute(
+            f"DROP KEYSPACE IF EXISTS {TEST_KEYSPACE}", timeout=120)
 
 
 def _running(server):
