@@ -55,6 +55,9 @@ def current_configuration():
 ASSUMED_RESTART_SECONDS = 15.9
 # a job with no successful run yet: one window of the retune schedule (30 min)
 ASSUMED_LOOKAHEAD_SECONDS = 1800.0
+# the fraction of throughput a live change (nodetool, ALTER) costs while it is applied, until one
+# was measured (live_changes.jsonl): tuner.costbenefit's default, not a measurement
+ASSUMED_LIVE_SLOWDOWN = 0.1
 # priority of retune runs: above application runs (default 0), so the run that prepares the
 # store for a queue is not itself queued behind it
 RETUNE_PRIORITY = "10"
@@ -273,13 +276,16 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                               f"ring's members: {measured}")
         else:
             restart_s, restart_source = ASSUMED_RESTART_SECONDS, "assumed: no member has a measured restart yet"
+        live_s, live_slowdown, live_source = live_change_cost(ring.nodes)
         lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
         decision = decide(model, Workload(**recommendation["workload"]), current, new,
-                          lookahead_s=lookahead, restart_seconds=restart_s)
+                          lookahead_s=lookahead, restart_seconds=restart_s, live_seconds=live_s,
+                          live_slowdown=live_slowdown)
         rf = keyspace_replication(store, config.keyspace)
         rolling = rf >= 2 and len(members) > 1
         outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
                    "unreadable": unreadable, "restart_seconds": restart_s, "restart_source": restart_source,
+                   "live_change_seconds": live_s, "live_slowdown": live_slowdown, "live_source": live_source,
                    "ring": members, "replication_factor": rf,
                    "restart_plan": "rolling" if rolling else "together after a quiet window"}
         # operations over the window: a tenth is plenty to read, the full values are in the outcome
@@ -287,6 +293,8 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                     "cost": MetadataValue.float(round(float(decision.cost_ops), 1)),
                     "lookahead_seconds": MetadataValue.float(lookahead),
                     "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source,
+                    "live_change_seconds": MetadataValue.float(round(live_s, 2)),
+                    "live_slowdown": MetadataValue.float(round(live_slowdown, 4)), "live_source": live_source,
                     "ring": MetadataValue.json(members), "replication_factor": MetadataValue.int(rf)}
         if not config.apply or not (decision.reconfigure or config.force):
             return finish(outcome, **metadata)
@@ -308,9 +316,18 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
         workload = Workload(**recommendation["workload"])
         before = probe(ring, store, workload, config.probe_seconds)
+
+        def apply_new():
+            return apply_config(ring, store, new, current, force_restart=bool(stale), rolling=rolling,
+                                hints_timeout=config.hints_wait_seconds)
+
         try:
-            applied = apply_config(ring, store, new, current, force_restart=bool(stale), rolling=rolling,
-                                   hints_timeout=config.hints_wait_seconds)
+            if restart or not before:
+                applied, during = apply_new(), None
+            else:  # a live change: the probe's workload runs on while it is applied (its dip)
+                from tuner.measure import geomean, ops_during
+
+                applied, during = ops_during(store, workload, apply_new)
         except HintsPendingError as exc:
             done = getattr(exc, "records", [])
             outcome["decision"] = {**outcome["decision"], "reconfigure": False, "partial": True, "reason": (
@@ -318,6 +335,15 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                 "restarts the others")}
             outcome["applied"] = {"restarted": bool(done), "restart_mode": "rolling", "members": done}
             return finish(outcome, **metadata)
+        if not applied.restarted and (applied.live or applied.table):
+            slowdown = None
+            if during is not None:
+                slowdown = max(0.0, 1.0 - during / geomean([s.ops_per_s for s in before]))
+            for member in ring.nodes:
+                member.record_live_change(applied.seconds, slowdown)
+            metadata["measured_live_change"] = MetadataValue.json(
+                {"seconds": round(applied.seconds, 2), "ops_per_s_during": None if during is None else round(during, 1),
+                 "slowdown": None if slowdown is None else round(slowdown, 4)})
         after = probe(ring, store, workload, config.probe_seconds)
         outcome["applied"] = applied.as_dict()
         metadata["applied"] = MetadataValue.json(outcome["applied"])
@@ -353,6 +379,22 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         reconfigure(recommend_configuration(plan_workload()))
 
     return retune
+
+
+def live_change_cost(members) -> tuple[float, float, str]:
+    """(seconds, slowdown, where they come from) of a live change on this ring: the slowest
+    member's recent measured values (live_changes.jsonl), else what is assumed."""
+    costs = {m.address: m.live_change_cost() for m in members}
+    seconds = [s for s, _ in costs.values() if s is not None]
+    slowdowns = [d for _, d in costs.values() if d is not None]
+    if not seconds:
+        return 0.0, ASSUMED_LIVE_SLOWDOWN, "assumed: no live change measured on this ring yet (charged 0 s)"
+    if not slowdowns:
+        return max(seconds), ASSUMED_LIVE_SLOWDOWN, (
+            f"seconds measured (median of recent live changes, slowest member: {max(seconds):.2f} s); "
+            f"slowdown assumed ({ASSUMED_LIVE_SLOWDOWN:g}): no live change was probed yet")
+    return max(seconds), max(slowdowns), ("measured: medians of the recent live changes (live_changes.jsonl), "
+                                          "the slowest member's")
 
 
 def keyspace_replication(store, keyspace: str) -> int:

@@ -167,3 +167,64 @@ def test_workspace_retune_job_plans_for_an_asset_job(dagster_instance, cassandra
                     and e.event_type_value == "STEP_OUTPUT").event_specific_data.metadata
     assert [(s["producer"], s["kind"]) for s in metadata["stages"].value] == [("corpus_split", "pipe")]
     assert plan["workload"]["pattern"] == "mixed"  # a pipe of one split: no fan-out to tune for
+
+
+@pytest.fixture(scope="module")
+def live_node():
+    """127.0.0.18: this module's own instance, for changes applied for real (node1 serves the suite)."""
+    from resources.cassandra import CassandraNode
+
+    node = CassandraNode(index=18, heap="2G")  # the heap the tuner's knob space was calibrated on
+    node.wipe()
+    node.set_overrides({}, replace=True)  # wipe() keeps them: knobs an earlier session applied
+    node.live_change_log.unlink(missing_ok=True)  # and the costs it measured
+    node.start()
+    yield node
+    node.stop()
+
+
+def test_a_live_change_is_measured_and_charged_to_the_next_decision(dagster_instance, live_node):
+    """The loop through a real retune run on a lone node: a live change (nodetool) applied while
+    the probe's workload runs on; how long it took and the throughput it cost are recorded;
+    predicted and realized gain are in the run's metadata; the next decision charges the
+    measured cost, not an assumption."""
+    import json
+
+    forest = make_job("lightgbm_forest", "cassandra")
+    retune = make_retune_job([forest])
+
+    def run(knobs: dict, apply: bool):
+        config = {"ops": {"plan_workload": {"config": {
+            "upcoming_jobs": [forest.name], "node_index": 18, "knobs": knobs, "force": True, "apply": apply,
+            "probe_seconds": 1.0, "evaluations": 50, "lookahead_seconds": 600}}}}
+        result = retune.execute_in_process(run_config=config, instance=dagster_instance)
+        assert result.success
+        [output] = [e for e in result.events_for_node("reconfigure") if e.is_successful_output]
+        return result.output_for_node("reconfigure"), {k: v.value for k, v in
+                                                         output.event_specific_data.metadata.items()}
+
+    assert not live_node.live_change_log.exists()
+    first, meta = run({"concurrent_writes": 64, "compaction_throughput_mib": 128}, apply=True)
+    assert first["live_source"].startswith("assumed") and first["decision"]["cost_ops"] == 0
+    applied = first["applied"]
+    assert applied["restarted"] is False
+    assert sorted(applied["live"]) == ["setcompactionthroughput 128", "setconcurrency MutationStage 64"]
+    [record] = [json.loads(line) for line in live_node.live_change_log.read_text().splitlines()]
+    assert record["endpoint"] == "127.0.0.18:9042"
+    assert 0 < record["seconds"] <= applied["seconds"] + 0.01
+    assert 0 <= record["slowdown"] < 1  # probed: the workload ran on through the change
+    assert meta["measured_live_change"]["seconds"] == round(record["seconds"], 2)
+    assert meta["measured_live_change"]["ops_per_s_during"] > 0
+    # the loop closed: predicted and realized gain side by side, rolled back if worse than noise
+    assert {"predicted_gain_pct", "realized_gain_pct", "noise_pct"} <= set(meta)
+    rolled_back = meta["realized_gain_pct"] < -meta["noise_pct"]
+    assert ("rolled_back" in first) == rolled_back
+    assert live_node.settings(["concurrent_writes"])["concurrent_writes"] == ("32" if rolled_back else "64")
+
+    # the next decision over a live change charges what was measured
+    second, meta2 = run({"concurrent_writes": 48}, apply=False)
+    assert second["live_source"].startswith("measured")
+    assert second["live_change_seconds"] == record["seconds"]
+    assert second["live_slowdown"] == record["slowdown"]
+    assert meta2["live_change_seconds"] == round(record["seconds"], 2)
+    assert second["applied"] is None and len(live_node.live_change_log.read_text().splitlines()) == 1

@@ -101,6 +101,34 @@ def measure(node: Any, store: Any, workload: Workload, duration_s: float, warmup
     return Sample(m.ops_per_s, m.mb_per_s, cpu / moved * GB, m.errors)
 
 
+def ops_during(store: Any, workload: Workload, action: Callable[[], Any], slice_s: float = 0.25,
+               seed: int = 0) -> tuple[Any, float]:
+    """Run ``action()`` while ``workload`` drives ``store`` from another thread, in short slices
+    until the action returns: (the action's result, the workload's ops/s over that time). What a
+    live change costs the runs it meets (its dip) is this against the ops/s measured before it."""
+    import threading
+
+    done = threading.Event()
+    totals = {"ops": 0.0, "seconds": 0.0}
+
+    def drive() -> None:
+        i = 0
+        while not done.is_set():
+            m = run_workload(store, workload, duration_s=slice_s, warmup_s=0, seed=seed + i)
+            totals["ops"] += m.ops_per_s * m.seconds
+            totals["seconds"] += m.seconds
+            i += 1
+
+    worker = threading.Thread(target=drive, name="asgard-live-dip", daemon=True)
+    worker.start()
+    try:
+        result = action()
+    finally:
+        done.set()
+        worker.join()
+    return result, totals["ops"] / totals["seconds"] if totals["seconds"] > 0 else 0.0
+
+
 class Interleaver:
     """Applies configurations to one node and measures workloads under them, remembering what is
     applied so each switch changes only what differs (a restart only for restart-only knobs)."""

@@ -438,20 +438,29 @@ class CassandraNode(ManagedServer):
     def restart_seconds(self, recent: int = 5) -> float | None:
         """Median stop-to-ready seconds of this instance's last ``recent`` restarts (None: never
         restarted by the project)."""
-        import json
-        import statistics
+        return _recent_median(self.restart_log, "seconds", recent)
 
-        try:
-            lines = self.restart_log.read_text().splitlines()
-        except FileNotFoundError:
-            return None
-        seconds = []
-        for line in lines[-recent:]:
-            try:
-                seconds.append(float(json.loads(line)["seconds"]))
-            except (ValueError, KeyError, TypeError):
-                continue  # a line torn by a crash mid-write
-        return statistics.median(seconds) if seconds else None
+    # --- measured live-change cost ------------------------------------------------------
+    @property
+    def live_change_log(self) -> Path:
+        return self.workdir / "live_changes.jsonl"
+
+    def record_live_change(self, seconds: float, slowdown: float | None) -> None:
+        """A live change (nodetool, ALTER TABLE/KEYSPACE) applied to this instance: how long it
+        took, and the fraction of the store's throughput lost meanwhile (None: not probed)."""
+        import json
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        record = {"at": time.time(), "endpoint": self.endpoint, "seconds": round(seconds, 3),
+                  "slowdown": None if slowdown is None else round(slowdown, 4)}
+        with open(self.live_change_log, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def live_change_cost(self, recent: int = 5) -> tuple[float | None, float | None]:
+        """(seconds, slowdown): medians over this instance's last ``recent`` measured live changes;
+        None for what was never measured."""
+        return (_recent_median(self.live_change_log, "seconds", recent),
+                _recent_median(self.live_change_log, "slowdown", recent))
 
     # No explicit `nodetool drain` before SIGTERM here: Cassandra's shutdown hook drains (flushes
     # memtables, closes the commitlog) itself, and a nodetool JVM would add 2-3 s to every restart.
@@ -502,3 +511,23 @@ def wait_port_closed(host: str, port: int, timeout: float = 30) -> None:
         time.sleep(0.2)
     if port_open(host, port):
         raise ServerError(f"{host}:{port} is still open after stop")
+
+
+def _recent_median(log: Path, field: str, recent: int) -> float | None:
+    """Median of ``field`` over the last ``recent`` records of a JSON-lines log that has it."""
+    import json
+    import statistics
+
+    try:
+        lines = log.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    values = []
+    for line in lines:
+        try:
+            value = json.loads(line).get(field)
+        except (ValueError, AttributeError):
+            continue  # a line torn by a crash mid-write
+        if isinstance(value, (int, float)):
+            values.append(float(value))
+    return statistics.median(values[-recent:]) if values else None
