@@ -211,8 +211,10 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         return Output(
             {"workload": plan["workload"], "knobs": result.config.as_dict(), "search": result.as_dict(),
              "config": plan["config"], "lookahead_seconds": plan["lookahead_seconds"],
-             "predicted_gain_pct": float(result.predicted_gain_pct)},
-            metadata={"predicted_gain_pct": MetadataValue.float(float(result.predicted_gain_pct)),
+             "predicted_gain_vs_default_pct": float(result.predicted_gain_pct)},
+            # the search's baseline is the stock default; what the node runs may differ (the
+            # reconfigure step reads it back and predicts the gain over it)
+            metadata={"predicted_gain_vs_default_pct": MetadataValue.float(float(result.predicted_gain_pct)),
                       "search": MetadataValue.json(json.loads(json.dumps(result.as_dict(), default=str)))},
         )
 
@@ -295,7 +297,9 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                     "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source,
                     "live_change_seconds": MetadataValue.float(round(live_s, 2)),
                     "live_slowdown": MetadataValue.float(round(live_slowdown, 4)), "live_source": live_source,
-                    "ring": MetadataValue.json(members), "replication_factor": MetadataValue.int(rf)}
+                    "ring": MetadataValue.json(members), "replication_factor": MetadataValue.int(rf),
+                    # over the configuration in force: the baseline the probes measure the realized gain on
+                    "predicted_gain_pct": MetadataValue.float(round(float(decision.predicted_gain_pct), 2))}
         if not config.apply or not (decision.reconfigure or config.force):
             return finish(outcome, **metadata)
         if config.force and not decision.reconfigure:
@@ -355,8 +359,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         # what each member runs now, read back from it
         outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in
                                          read_member_configurations(store.session, config.keyspace, members).items()}
-        predicted = float(recommendation.get("predicted_gain_pct", 0.0))
-        metadata["predicted_gain_pct"] = MetadataValue.float(round(predicted, 2))
+        predicted = float(decision.predicted_gain_pct)
         if before and after:
             realized, noise = realized_gain(before, after)
             outcome.update(predicted_gain_pct=predicted, realized_gain_pct=realized, noise_pct=noise)

@@ -217,6 +217,10 @@ def test_a_live_change_is_measured_and_charged_to_the_next_decision(dagster_inst
     assert meta["measured_live_change"]["ops_per_s_during"] > 0
     # the loop closed: predicted and realized gain side by side, rolled back if worse than noise
     assert {"predicted_gain_pct", "realized_gain_pct", "noise_pct"} <= set(meta)
+    # predicted over what was in force, as realized is measured: the same gain the decision weighed
+    assert first["predicted_gain_pct"] == first["decision"]["predicted_gain_pct"]
+    assert meta["predicted_gain_pct"] == round(first["decision"]["predicted_gain_pct"], 2)
+    assert (first["decision"]["predicted_gain_pct"] <= 0) == ("not faster" in first["decision"]["reason"])
     rolled_back = meta["realized_gain_pct"] < -meta["noise_pct"]
     assert ("rolled_back" in first) == rolled_back
     assert live_node.settings(["concurrent_writes"])["concurrent_writes"] == ("32" if rolled_back else "64")

@@ -31,6 +31,13 @@ class Decision:
     downtime_s: float
     needs_restart: bool
     reason: str
+    #: the new configuration's throughput as predicted, before the discount by the model's error
+    predicted_ops_per_s: float = float("nan")
+
+    @property
+    def predicted_gain_pct(self) -> float:
+        """Predicted gain of the new configuration over the current one (undiscounted), in %."""
+        return (self.predicted_ops_per_s / self.current_ops_per_s - 1) * 100 if self.current_ops_per_s else 0.0
 
     @property
     def net_ops(self) -> float:
@@ -39,6 +46,7 @@ class Decision:
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["net_ops"] = self.net_ops
+        d["predicted_gain_pct"] = self.predicted_gain_pct
         return d
 
 
@@ -75,7 +83,8 @@ def should_reconfigure(current_ops_per_s: float, new_ops_per_s: float, lookahead
     else:
         reason = (f"gain {benefit:.3g} {unit} over {lookahead_s:.0f}s does not pay for the {cost:.3g} {unit} lost "
                   "to reconfiguring")
-    return Decision(go, benefit, cost, current_ops_per_s, new_ops_per_s, lookahead_s, downtime, needs_restart, reason)
+    return Decision(go, benefit, cost, current_ops_per_s, new_ops_per_s, lookahead_s, downtime, needs_restart, reason,
+                    predicted_ops_per_s)
 
 
 def needs_restart(old: Configuration, new: Configuration) -> bool:
