@@ -232,3 +232,9 @@ def test_a_live_change_is_measured_and_charged_to_the_next_decision(dagster_inst
     assert second["live_slowdown"] == record["slowdown"]
     assert meta2["live_change_seconds"] == round(record["seconds"], 2)
     assert second["applied"] is None and len(live_node.live_change_log.read_text().splitlines()) == 1
+
+    # what is already in force is said so, and nothing is applied or charged
+    in_force = {"concurrent_writes": 32 if rolled_back else 64}
+    third, _ = run(in_force, apply=False)
+    assert third["decision"]["reason"] == "the recommended configuration is already in force"
+    assert third["decision"]["reconfigure"] is False and third["decision"]["predicted_gain_pct"] == 0

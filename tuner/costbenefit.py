@@ -100,5 +100,8 @@ def decide(model: Any, workload: Any, current: Configuration, new: Configuration
     # the surrogate predicts throughput relative to the stock default: benefit and cost come
     # out in seconds of the default's throughput
     kw.setdefault("unit", "s of default throughput")
-    return should_reconfigure(float(cur), float(nxt), lookahead_s, restart_seconds,
-                              needs_restart=needs_restart(current, new), **kw)
+    decision = should_reconfigure(float(cur), float(nxt), lookahead_s, restart_seconds,
+                                  needs_restart=needs_restart(current, new), **kw)
+    if not new.diff(current):
+        decision.reason = "the recommended configuration is already in force"
+    return decision
