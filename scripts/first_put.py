@@ -118,6 +118,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for a tree: tree:NAME=VALUE")
+    ap.add_argument("--peer-preimport", default="",
+                    help="a module the peer's probe imports before its timer too (what its open imports)")
     args = ap.parse_args()
 
     from asgard_bench.io import _FIRST_PUT_PROBE
@@ -151,7 +153,10 @@ def main():
     for r in range(args.rounds):
         order = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
         for name, tree, backend in order:
-            result, _ = run(tree, probe, backend, deployment.store_kwargs(backend), scope, envs.get(name))
+            script = probe
+            if args.peer_preimport and name == args.peer:
+                script = probe.replace("payload = ", f"import {args.peer_preimport}\npayload = ", 1)
+            result, _ = run(tree, script, backend, deployment.store_kwargs(backend), scope, envs.get(name))
             times[name].append(result["first_put_ms"])
             cpus[name].append(result["cpu_ms"])
     for name, values in times.items():
