@@ -670,9 +670,11 @@ class CassandraObjectStore(ObjectStore):
         batch_bytes: a small put whose head row (manifest, inline data, key) is at most this
             many bytes is ONE request, an UNLOGGED batch of its head and index rows (10 KiB put+get:
             client CPU 0.42 vs 0.47 ms/op, ops/s +4-15%, ``scripts/ab_store.py small``), and also
-            under the node's ``batch_size_warn_threshold`` (read from ``system_views.settings``;
-            5 KiB by default, 50 KiB on the project's local node), over which the node logs a
-            warning per batch; larger, the two rows go as two requests at once. Keep it under the
+            under the node's ``batch_size_warn_threshold`` (read from ``system_views.settings``
+            in the background after a session's first put over 4 KiB, which goes as two
+            requests at once rather than wait for it; 5 KiB by default, 50 KiB on the project's
+            local node), over which the node logs a warning per batch; larger, the two rows go
+            as two requests at once. Keep it under the
             cluster's ``batch_size_fail_threshold`` (50 KiB by default), which refuses bigger
             batches. 0: never.
         ride_through_seconds: how long a request (and a first connection) keeps retrying while
