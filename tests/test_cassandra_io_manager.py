@@ -444,3 +444,92 @@ def test_an_unset_envvar_is_named_before_anything_connects(cassandra_node):
 
     with pytest.raises(DagsterInvalidConfigError, match="ASGARD_TEST_NEVER_SET.*not set"):
         needs_secret.execute_in_process()
+
+
+_FIRST_REQUESTS = r"""
+import json, os, sys
+from cassandra import connection
+sent = []
+send_msg = connection.Connection.send_msg
+def record(self, msg, request_id, cb, *args, **kwargs):
+    sent.append([type(msg).__name__, " ".join(str(getattr(msg, "query", "")).split())[:80]])
+    return send_msg(self, msg, request_id, cb, *args, **kwargs)
+connection.Connection.send_msg = record
+from resources.stores import ObjectKey
+from resources.stores.cassandra import CassandraObjectStore
+store = CassandraObjectStore(keyspace=sys.argv[1])
+payload = os.urandom(10 * 1024)
+store.put(ObjectKey.for_run(sys.argv[2], "first", "put"), payload)
+store.put(ObjectKey.for_run(sys.argv[2], "second", "put"), payload)
+back = [store.get(ObjectKey.for_run(sys.argv[2], name, "put"))[0] == payload for name in ("first", "second")]
+print(json.dumps({"sent": sent, "back": back, "prepared": sorted(store._prepared)}))
+"""
+
+
+def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cassandra_store, run_id):
+    """A step process connects afresh (issue 13, item 5): its first put is sent before any
+    PREPARE or settings read, over connections that skipped OPTIONS, after the control
+    connection's REGISTER and topology queries only; the statements are prepared by the next
+    put, and both objects read back."""
+    import collections
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cassandra_store.ensure_schema()
+    out = subprocess.run([sys.executable, "-c", _FIRST_REQUESTS, TEST_KEYSPACE, run_id], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    sent = [tuple(m) for m in result["sent"]]
+    kinds = [kind for kind, _ in sent]
+    assert "OptionsMessage" not in kinds, sent
+    first = kinds.index("BatchMessage")
+    # the control connection (STARTUP, REGISTER, peers and local) and the pool's STARTUP: nothing else
+    assert collections.Counter(kinds[:first]) == {"StartupMessage": 2, "RegisterMessage": 1, "QueryMessage": 2}, sent
+    assert all("system.peers" in q or "system.local" in q for kind, q in sent[:first] if kind == "QueryMessage"), sent
+    assert not any(kind == "PrepareMessage" or "system_views" in q for kind, q in sent[:first + 1]), sent
+    assert result["back"] == [True, True]
+    assert {"insert_head", "insert_index"} <= set(result["prepared"]), result
+    cassandra_store.purge_scope(f"run/{run_id}")
+
+
+def test_a_first_put_into_a_missing_table_creates_it(cassandra_node, run_id):
+    """The unprepared first put meets a table that does not exist: it falls back to the prepared
+    path, which creates the table, and the object reads back (the first get likewise)."""
+    import uuid
+
+    from resources.stores.cassandra import CassandraObjectStore
+
+    stores = [CassandraObjectStore(keyspace=TEST_KEYSPACE, table=f"first_{uuid.uuid4().hex[:8]}") for _ in range(2)]
+    key = ObjectKey.for_run(run_id, "first", "put")
+    try:
+        stores[0].put(key, b"z" * 10_000)  # a put first
+        fresh = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=stores[0].table)  # nothing prepared
+        assert fresh.get(key)[0] == b"z" * 10_000
+        assert not stores[1].exists(key)  # a read first
+        stores[1].put(key, b"y" * 10_000)
+        assert stores[1].get(key)[0] == b"y" * 10_000
+    finally:
+        for store in stores:
+            for t in (store.qualified_table, store.qualified_index):
+                store.session.execute(f"DROP TABLE IF EXISTS {t}")
+
+
+def test_an_unprepared_first_put_routes_by_its_head_partition(cassandra_store, run_id):
+    """Token-aware routing of the unprepared first put: its batch carries the keyspace and the
+    routing key of the head's partition (scope, path, '', 0), the key a prepared statement that
+    binds all four gives (select_chunk); the index row alone, its scope's. (The prepared
+    insert_head has no routing key: '' and 0 are literals in its text, so the driver's partition
+    key indexes are incomplete.)"""
+    cassandra_store.ensure_schema()
+    scope, path = f"run/{run_id}", "step/out"
+    head = ("insert_head", (scope, path, b"manifest", b"data", 60))
+    index = ("insert_index", (scope, path, "v1", 0, True, 60))
+    head_key = cassandra_store._statement("select_chunk").bind((scope, path, "", 0, 0)).routing_key
+    index_key = cassandra_store._statement("insert_index").bind(index[1]).routing_key
+    assert head_key is not None and index_key is not None
+    for requests, want in (((head, index), head_key), ((head,), head_key), ((index,), index_key)):
+        batch = cassandra_store._unprepared(requests)
+        assert batch.keyspace == cassandra_store.keyspace
+        assert batch.routing_key == want, requests

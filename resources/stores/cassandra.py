@@ -175,12 +175,85 @@ def _large_buffer_connection_class():
     faster than 256 KiB here, and the server spent less CPU per byte sending)."""
     from cassandra.cluster import DefaultConnection
 
-    return type("LargeBufferConnection", (DefaultConnection,),
+    return type("LargeBufferConnection", (_quick_start_connection_class(DefaultConnection),),
                 {"in_buffer_size": BUFFER_BYTES, "out_buffer_size": BUFFER_BYTES})
+
+
+#: the CQL version a connection announces in STARTUP when it skips OPTIONS: Cassandra 3 to 5
+#: accept any 3.x here (it refuses only below 3.0), and every statement of this store is CQL 3.0
+STARTUP_CQL_VERSION = "3.0.0"
+#: 0: every connection asks OPTIONS first and waits for REGISTER, as the driver does (A/B)
+QUICK_START = int(os.environ.get("ASGARD_CQL_QUICKSTART", "1"))
+
+
+def _quick_start_connection_class(base):
+    """``base`` opening in fewer round trips, for a step process that connects afresh:
+
+    * no OPTIONS before STARTUP when the client asks for no frame compression (the default
+      here): the driver sends OPTIONS only to pick a compression and, with none set, a CQL
+      version (the first the node lists), so STARTUP can go first; with compression set, the
+      driver's negotiation as before.
+    * the control connection's REGISTER (for topology, status and schema events) is sent and
+      not waited for: its peers and local queries follow on the same connection at once. A
+      node that refuses it defuncts the connection, and the driver opens the control
+      connection again, as when its queries fail.
+    """
+    import ipaddress
+    import socket
+
+    from cassandra.connection import ConnectionException
+    from cassandra.protocol import ReadyMessage, RegisterMessage
+
+    class QuickStartConnection(base):
+        def _get_socket_addresses(self):
+            # an IP address is its own address: no getaddrinfo, whose first call in a process
+            # imports the IDNA codec (stringprep, unicodedata; 2 ms of a step's connect here)
+            address, port = self.endpoint.resolve()
+            if QUICK_START and getattr(self.endpoint, "socket_family", None) == socket.AF_UNSPEC:
+                try:
+                    ip = ipaddress.ip_address(address)
+                except ValueError:
+                    pass
+                else:
+                    if ip.version == 4:
+                        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+                    return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port, 0, 0))]
+            return base._get_socket_addresses(self)
+
+        def _send_options_message(self):
+            if not QUICK_START or self.compression:
+                return base._send_options_message(self)
+            self.cql_version = self.cql_version or STARTUP_CQL_VERSION
+            self._compressor = None
+            self._send_startup_message(None, no_compact=self.no_compact)
+
+        def register_watchers(self, type_callback_dict, register_timeout=None):
+            if not QUICK_START:
+                return base.register_watchers(self, type_callback_dict, register_timeout)
+            if self.is_closed or self.is_defunct:
+                raise ConnectionException("Connection %s is already closed" % (self,))
+            for event_type, callback in type_callback_dict.items():
+                self._push_watchers[event_type].add(callback)
+
+            def registered(response):
+                with self.lock:
+                    self.in_flight -= 1
+                if not isinstance(response, ReadyMessage):
+                    self.defunct(ConnectionException(f"REGISTER for events refused: {response!r}", self.endpoint))
+
+            with self.lock:
+                request_id = self.get_request_id()
+                self.in_flight += 1
+            self.send_msg(RegisterMessage(event_list=list(type_callback_dict)), request_id, registered)
+
+    QuickStartConnection.__name__ = "QuickStartConnection"
+    return QuickStartConnection
 
 
 #: frame bodies up to this size are parsed out of the connection's reusable receive buffer
 READ_BUFFER_BYTES = BUFFER_BYTES
+#: the receive buffer a connection starts with (grown to READ_BUFFER_BYTES on demand)
+FIRST_READ_BUFFER_BYTES = min(64 * 1024, READ_BUFFER_BYTES)
 # 0: the driver's own frame reading (for comparison: scripts/ab_store.py variant {"_fast_read": 0})
 FAST_READ = int(os.environ.get("ASGARD_CQL_FASTREAD", "1"))
 
@@ -219,7 +292,10 @@ def _fast_read_connection_class(base):
             if revents & libev.EV_ERROR or not self._fast():
                 return base.handle_read(self, watcher, revents, errno)
             if self._rbuf is None:
-                self._rbuf = bytearray(READ_BUFFER_BYTES)
+                # small at first (a control connection, a step's few small requests): grown to
+                # READ_BUFFER_BYTES by the first frame that needs it (_parse); 1 MiB zeroed up
+                # front cost 0.5 ms of CPU per connection, in every fresh step process
+                self._rbuf = bytearray(FIRST_READ_BUFFER_BYTES)
                 self._rview = memoryview(self._rbuf)
                 self._rstart = self._rend = 0
                 self._big = self._big_frame = self._big_store = None
@@ -261,6 +337,14 @@ def _fast_read_connection_class(base):
                 if have >= body_len:
                     self._rstart = start + 9 + body_len
                     self.process_msg(frame, bytes(view[start + 9:self._rstart]))
+                elif len(buf) < READ_BUFFER_BYTES and 9 + body_len > len(buf):
+                    # the first frame over the first buffer: the full-size buffer from now on,
+                    # the frame's bytes so far at its front (the reading loop receives the rest)
+                    grown = bytearray(max(READ_BUFFER_BYTES, len(buf)))
+                    grown[:self._rend - start] = view[start:self._rend]
+                    self._rbuf, self._rview = grown, memoryview(grown)
+                    self._rstart, self._rend = 0, self._rend - start
+                    return
                 elif 9 + body_len > len(buf):  # larger than the buffer: straight into the body buffer
                     # reused from frame to frame (the decoder copies out of it); a fresh one per
                     # frame page-faulted as much as the copies it saved (64 MiB read, client CPU)
@@ -378,8 +462,8 @@ def _connect_once(contact_points: tuple[str, ...], port: int, username: str | No
             return session
         auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
         context = ssl_context(*tls) if tls else None
-        cluster = Cluster(
-            list(contact_points), port=port, auth_provider=auth, connect_timeout=connect_timeout,
+        cluster = _cluster_class()(
+            _endpoints(contact_points, port), port=port, auth_provider=auth, connect_timeout=connect_timeout,
             ssl_context=context,
             control_connection_timeout=connect_timeout,
             load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
@@ -402,13 +486,100 @@ def _connect_once(contact_points: tuple[str, ...], port: int, username: str | No
             compression=PROTOCOL_COMPRESSION,
         )
         try:
+            if PREOPEN:
+                cluster.preopen()
             session = cluster.connect()
         except (NoHostAvailable, OSError) as exc:
             cluster.shutdown()
             where = ",".join(f"{h}:{port}" for h in contact_points)
             raise StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc) from exc
+        finally:
+            cluster.drop_preopened()
         _sessions[cache_key] = session
         return session
+
+
+#: 0: a fresh process prepares before its first put and get, as before (A/B)
+UNPREPARED_FIRST = int(os.environ.get("ASGARD_CQL_UNPREPARED", "1"))
+#: 0: the session's pools connect after the control connection, as the driver does (A/B)
+PREOPEN = int(os.environ.get("ASGARD_CQL_PREOPEN", "1"))
+
+
+def _endpoints(contact_points: tuple[str, ...], port: int) -> list:
+    """The driver's contact points, an IP address as its endpoint (what the driver would resolve
+    it to): the driver then calls no ``getaddrinfo`` for it, whose first call in a process
+    imports the IDNA codec (2 ms of a fresh step's connect here). A host name stays a name, for
+    the driver to resolve (to one or several addresses) as before."""
+    import ipaddress
+
+    from cassandra.connection import DefaultEndPoint
+
+    out = []
+    for host in contact_points:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            out.append(host)
+        else:
+            out.append(DefaultEndPoint(host, port))
+    return out
+
+
+def _cluster_class():
+    """The driver's ``Cluster``, which can open a connection to each contact point while its
+    control connection starts (:meth:`preopen`): a fresh process's session then has its pool's
+    first connection by the time the control connection has read the topology, instead of
+    opening it afterwards (a TCP connect and a STARTUP, two round trips, off a step's first
+    request). A pre-opened connection is exactly the one the pool would open (the same
+    ``connection_factory``, so the same TLS, login and protocol settings); one that failed or
+    that no pool took is closed, and the pool opens its own as before."""
+    from concurrent.futures import Future
+
+    from cassandra.cluster import Cluster
+
+    class PreopeningCluster(Cluster):
+        _preopened: dict | None = None
+
+        def preopen(self) -> None:
+            self.connection_class.initialize_reactor()
+            self._preopened = {}
+            for endpoint in self.endpoints_resolved:
+                future: Future = Future()
+
+                def run(endpoint=endpoint, future=future):
+                    try:
+                        future.set_result(Cluster.connection_factory(self, endpoint))
+                    except BaseException as exc:  # the pool tries again, and reports
+                        future.set_exception(exc)
+
+                self._preopened[endpoint] = future
+                threading.Thread(target=run, name="asgard-preopen", daemon=True).start()
+
+        def connection_factory(self, endpoint, *args, **kwargs):
+            preopened = self._preopened
+            future = (preopened.pop(endpoint, None)
+                      if preopened and not kwargs.get("is_control_connection") and not args else None)
+            if future is not None:
+                try:
+                    conn = future.result(timeout=self.connect_timeout)
+                except Exception:
+                    conn = None
+                if conn is not None and not (conn.is_closed or conn.is_defunct):
+                    conn._on_orphaned_stream_released = kwargs.get("on_orphaned_stream_released")
+                    return conn
+            return super().connection_factory(endpoint, *args, **kwargs)
+
+        def drop_preopened(self) -> None:
+            """Close the pre-opened connections no pool took (now, or when they finish)."""
+            preopened, self._preopened = self._preopened or {}, None
+            while preopened:
+                try:
+                    _, future = preopened.popitem()  # atomic: a pool taking one at once gets None
+                except KeyError:
+                    break
+                future.add_done_callback(lambda f: f.exception() is None and f.result().close())
+
+    return PreopeningCluster
 
 
 def ride_through_retry_policy():
@@ -499,9 +670,11 @@ class CassandraObjectStore(ObjectStore):
         batch_bytes: a small put whose head row (manifest, inline data, key) is at most this
             many bytes is ONE request, an UNLOGGED batch of its head and index rows (10 KiB put+get:
             client CPU 0.42 vs 0.47 ms/op, ops/s +4-15%, ``scripts/ab_store.py small``), and also
-            under the node's ``batch_size_warn_threshold`` (read from ``system_views.settings``;
-            5 KiB by default, 50 KiB on the project's local node), over which the node logs a
-            warning per batch; larger, the two rows go as two requests at once. Keep it under the
+            under the node's ``batch_size_warn_threshold`` (read from ``system_views.settings``
+            in the background after a session's first put over 4 KiB, which goes as two
+            requests at once rather than wait for it; 5 KiB by default, 50 KiB on the project's
+            local node), over which the node logs a warning per batch; larger, the two rows go
+            as two requests at once. Keep it under the
             cluster's ``batch_size_fail_threshold`` (50 KiB by default), which refuses bigger
             batches. 0: never.
         ride_through_seconds: how long a request (and a first connection) keeps retrying while
@@ -584,7 +757,10 @@ class CassandraObjectStore(ObjectStore):
             raise StoreConfigError(f"batch_bytes must be 0 or more, got {batch_bytes}")
         self.batch_bytes = batch_bytes
         self._prepared: dict[str, Any] = {}  # statements prepared on self._session
+        self._preparing: dict[str, Any] = {}  # prepares under way in the background (futures)
+        self._routed = False  # our keyspace's replication given to the driver (_route_by_token)
         self._batch_warn: int | None = None  # the connected node's batch_size_warn_threshold
+        self._batch_warn_reading = False  # read in the background, off the first put's path
         self._session, self._session_pid = None, None
 
     # --- connection and schema ----------------------------------------------------------
@@ -595,7 +771,8 @@ class CassandraObjectStore(ObjectStore):
             session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
                                self.ride_through_seconds, self.tls)
             if session is not self._session:
-                self._prepared, self._batch_warn = {}, None
+                self._prepared, self._preparing, self._batch_warn = {}, {}, None
+                self._routed = self._batch_warn_reading = False
             self._session, self._session_pid = session, os.getpid()
         return session
 
@@ -627,11 +804,24 @@ class CassandraObjectStore(ObjectStore):
     def _statement(self, name: str):
         """The prepared statement ``name``, prepared on first use (a step that only writes small
         outputs prepares two statements, not ten). A keyspace or table that does not exist yet
-        is created then, and the prepare retried."""
+        is created then, and the prepare retried. A prepare already under way in the background
+        (:meth:`_prepare_later`) is waited for, not sent twice."""
         session = self.session
         stmt = self._prepared.get(name)
         if stmt is not None:
             return stmt
+        pending = self._preparing.pop(name, None)
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception:  # prepared below, on this thread, with the errors mapped
+                pass
+            stmt = self._prepared.get(name)
+            if stmt is not None:
+                return stmt
+        return self._prepare(session, name)
+
+    def _prepare(self, session, name: str):
         from cassandra import ConsistencyLevel, InvalidRequest
 
         cql = self._statements()[name]
@@ -645,10 +835,91 @@ class CassandraObjectStore(ObjectStore):
                 self._on_prepare_error(session, exc)
         stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
         stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
-        if not self._prepared:
+        if not self._routed:
             self._route_by_token(session)
         self._prepared[name] = stmt
         return stmt
+
+    def _prepare_later(self, session, *names: str) -> None:
+        """Prepare ``names`` on the driver's executor, off the caller's path: a fresh process's
+        first request went unprepared (:meth:`_unprepared`), and the next one finds the statement
+        prepared, or waits for its prepare (which was sent a round trip earlier)."""
+        for name in names:
+            if name not in self._prepared and name not in self._preparing:
+                try:
+                    self._preparing[name] = session.submit(self._prepare, session, name)
+                except RuntimeError:  # the session is shutting down: prepared on use, if ever
+                    return
+
+    # column types of the statements a fresh process may send unprepared, in bind-marker order
+    _UNPREPARED_TYPES = {
+        "insert_head": ("text", "text", "blob", "blob", "int"),
+        "insert_index": ("text", "text", "text", "int", "boolean", "int"),
+    }
+    # the partition key's bind markers of each (routing: the replica that owns the partition)
+    _PARTITION_KEY = {"insert_head": lambda p: ((p[0], "text"), (p[1], "text"), ("", "text"), (0, "int")),
+                      "insert_index": lambda p: ((p[0], "text"),)}
+
+    def _unprepared(self, requests: tuple[tuple[str, tuple], ...]):
+        """An UNLOGGED batch of ``requests`` sent as CQL text with its values bound by the
+        protocol (no prepare round trip; ``?`` markers, so the values are not rendered into the
+        text), routed to a replica of the first one's partition as a prepared batch is. A batch
+        of one statement is one mutation, which the node never checks against its batch size
+        thresholds (Cassandra's ``verifyBatchSize``)."""
+        from cassandra import ConsistencyLevel
+        from cassandra.cqltypes import BooleanType, BytesType, Int32Type, UTF8Type
+        from cassandra.query import BatchStatement, BatchType
+
+        kinds = {"text": UTF8Type, "blob": BytesType, "int": Int32Type, "boolean": BooleanType}
+        version = self.session.cluster.protocol_version
+
+        def ser(value, kind):
+            return None if value is None else kinds[kind].serialize(value, version)
+
+        batch = BatchStatement(BatchType.UNLOGGED, consistency_level=getattr(ConsistencyLevel, self.consistency))
+        texts = self._statements()
+        for name, params in requests:
+            # the driver's own way to add a statement with serialized values (its add() would
+            # render them into the text as literals: a 10 KiB blob as 20 KiB of hex)
+            batch._add_statement_and_params(
+                False, texts[name], [ser(v, k) for v, k in zip(params, self._UNPREPARED_TYPES[name])])
+        name, params = requests[0]
+        batch.keyspace = self.keyspace
+        batch.routing_key = [ser(v, k) for v, k in self._PARTITION_KEY[name](params)]
+        batch.is_idempotent = True
+        return batch
+
+    def _write_unprepared(self, *groups: tuple[tuple[str, tuple], ...]) -> bool:
+        """Send ``groups`` (each one request: a batch of its rows) unprepared and together; then
+        prepare their statements in the background. False if the node refused them as invalid (a
+        missing keyspace or table, a table of another layout): the caller sends the rows again
+        the prepared way (idempotent), which creates the table or explains it."""
+        from cassandra import InvalidRequest
+
+        session = self.session
+        if not self._routed:  # a ring: the replicas of our keyspace, before routing by token
+            self._route_by_token(session)
+        try:
+            if len(groups) == 1:
+                self._execute(session, self._unprepared(groups[0]))
+            else:
+                futures = [session.execute_async(self._unprepared(g), timeout=self.request_timeout) for g in groups]
+                failed = None
+                for future in futures:
+                    try:
+                        future.result()
+                    except Exception as exc:
+                        failed = failed or exc
+                    _release(future)
+                if failed is not None:  # idempotent: once more through the path that retries
+                    for group in groups:
+                        self._execute(session, self._unprepared(group))
+        except InvalidRequest as exc:
+            if _is_disk_full(exc):
+                raise StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT) from exc
+            return False
+        self._prepare_later(session, *(name for group in groups for name, _ in group))
+        return True
 
     def _route_by_token(self, session) -> None:
         """Give the driver our keyspace's replication, so that on a ring every request goes to a
@@ -657,6 +928,7 @@ class CassandraObjectStore(ObjectStore):
         ``_connect``); one row of ``system_schema.keyspaces`` is enough, and a single node needs
         none."""
         cluster = session.cluster
+        self._routed = True
         if len(cluster.metadata.all_hosts()) < 2 or self.keyspace in cluster.metadata.keyspaces:
             return
         from cassandra.metadata import KeyspaceMetadata
@@ -904,14 +1176,48 @@ class CassandraObjectStore(ObjectStore):
         index = ("insert_index", (key.scope, key.path, manifest.version, groups, True, ttl))
         size = (len(head[1][2]) + memoryview(inline).nbytes + 2 * len(key.scope) + 2 * len(key.path)
                 + len(manifest.version)) if inline is not None else None
-        if size is not None and size <= self.batch_bytes and (
-                size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES
-                or size <= self._batch_warn_bytes() - BATCH_MARGIN_BYTES):
-            self._batch(head, index)
-        else:
+        if size is None or size > self.batch_bytes:
             # Over batch_bytes, two requests in flight together (one round trip): Cassandra
             # refuses a batch over batch_size_fail_threshold (50 KiB by default).
             self._together(head, index)
+            return
+        warn = self._batch_warn
+        batched = size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES or (
+            warn is not None and size <= warn - BATCH_MARGIN_BYTES)
+        if UNPREPARED_FIRST and ("insert_head" not in self._prepared or "insert_index" not in self._prepared):
+            # a fresh process's first put: unprepared, one round trip instead of three
+            groups = ((head, index),) if batched else ((head,), (index,))
+            written = self._write_unprepared(*groups)
+        else:
+            written = False
+        if not written:
+            if batched:
+                self._batch(head, index)
+            else:
+                self._together(head, index)
+        if warn is None and not batched:
+            self._read_batch_warn_later()  # for the next put; this one did not wait for it
+
+    def _read_batch_warn_later(self) -> None:
+        """Start reading the node's ``batch_size_warn_threshold`` (:meth:`_batch_warn_bytes`)
+        without waiting: a fresh process's first put sends its two rows as two requests at once
+        rather than wait a round trip for it, and the puts after batch by it."""
+        if self._batch_warn is not None or self._batch_warn_reading:
+            return
+        self._batch_warn_reading = True
+        session = self.session
+        future = session.execute_async(
+            "SELECT value FROM system_views.settings WHERE name = 'batch_size_warn_threshold'",
+            timeout=self.request_timeout)
+
+        def done(rows):
+            self._batch_warn = _storage_bytes(rows[0].value) if rows else CASSANDRA_BATCH_WARN_BYTES
+
+        def failed(exc):  # no virtual tables (before 4.0), not readable by this role, or lost:
+            # the default; a lost connection reads it again with the next session
+            self._batch_warn = CASSANDRA_BATCH_WARN_BYTES
+
+        future.add_callbacks(done, failed)
 
     def _batch_warn_bytes(self) -> int:
         """The node's ``batch_size_warn_threshold``, read once per session: over it the node logs
@@ -940,10 +1246,41 @@ class CassandraObjectStore(ObjectStore):
         self._execute(self.session, batch)
 
     def _read_manifest(self, key: ObjectKey):
-        row = self._run("select_head", (key.scope, key.path)).one()
+        row = None
+        if UNPREPARED_FIRST and "select_head" not in self._prepared:
+            row = self._read_head_unprepared(key)  # a fresh process's first get: one round trip
+        if row is None:
+            row = self._run("select_head", (key.scope, key.path)).one()
+        elif row is False:
+            row = None
         if row is None or row.manifest is None:
             return None
         return row.manifest, row.data
+
+    def _read_head_unprepared(self, key: ObjectKey):
+        """The head row of ``key`` read unprepared (its statement then prepared in the
+        background): the row, False for no row, or None if the node refused the statement (a
+        missing table: the prepared path creates it)."""
+        from cassandra import ConsistencyLevel, InvalidRequest
+        from cassandra.cqltypes import Int32Type, UTF8Type
+        from cassandra.query import SimpleStatement
+
+        session = self.session
+        if not self._routed:
+            self._route_by_token(session)
+        version = session.cluster.protocol_version
+        # two short text values, rendered as quoted literals by the driver's encoder
+        stmt = SimpleStatement(self._statements()["select_head"].replace("?", "%s"),
+                               consistency_level=getattr(ConsistencyLevel, self.consistency),
+                               keyspace=self.keyspace, is_idempotent=True)
+        stmt.routing_key = [UTF8Type.serialize(key.scope, version), UTF8Type.serialize(key.path, version),
+                            UTF8Type.serialize("", version), Int32Type.serialize(0, version)]
+        try:
+            row = self._execute(session, stmt, (key.scope, key.path)).one()
+        except InvalidRequest:
+            return None
+        self._prepare_later(session, "select_head")
+        return False if row is None else row
 
     def _index(self, scope: str, path: str | None = None) -> list:
         if path is None:
