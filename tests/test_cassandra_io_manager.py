@@ -517,18 +517,19 @@ def test_a_first_put_into_a_missing_table_creates_it(cassandra_node, run_id):
 
 
 def test_an_unprepared_first_put_routes_by_its_head_partition(cassandra_store, run_id):
-    """Token-aware routing of the unprepared first put: its batch carries the keyspace and the
-    routing key of the head's partition (scope, path, '', 0), the key a prepared statement that
-    binds all four gives (select_chunk); the index row alone, its scope's. (The prepared
-    insert_head has no routing key: '' and 0 are literals in its text, so the driver's partition
-    key indexes are incomplete.)"""
+    """Token-aware routing of small puts and gets: the unprepared first put's batch carries the
+    keyspace and the routing key of the head's partition (scope, path, '', 0), the key a prepared
+    statement that binds all four gives (select_chunk); the index row alone, its scope's. The
+    prepared head statements bind all four too, so later puts and gets are routed the same."""
     cassandra_store.ensure_schema()
     scope, path = f"run/{run_id}", "step/out"
-    head = ("insert_head", (scope, path, b"manifest", b"data", 60))
+    head = ("insert_head", (scope, path, "", 0, b"manifest", b"data", 60))
     index = ("insert_index", (scope, path, "v1", 0, True, 60))
     head_key = cassandra_store._statement("select_chunk").bind((scope, path, "", 0, 0)).routing_key
     index_key = cassandra_store._statement("insert_index").bind(index[1]).routing_key
     assert head_key is not None and index_key is not None
+    assert cassandra_store._statement("insert_head").bind(head[1]).routing_key == head_key
+    assert cassandra_store._statement("select_head").bind((scope, path, "", 0)).routing_key == head_key
     for requests, want in (((head, index), head_key), ((head,), head_key), ((index,), index_key)):
         batch = cassandra_store._unprepared(requests)
         assert batch.keyspace == cassandra_store.keyspace

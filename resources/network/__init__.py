@@ -1,9 +1,25 @@
 """Stores behind emulated network links: profiles (``profiles.yaml``), a namespace and veth pair
 per server (iproute2), Toxiproxy for delay and per-connection bandwidth, and the
-:class:`Deployment` that says where each store's server runs and how a client reaches it."""
-from .deployment import Deployment
-from .namespace import NamespaceError, NetNamespace, leftovers
-from .profile import Link, NetworkProfile, NetworkProfileError, is_project_host, load_profile, profile_names
+:class:`Deployment` that says where each store's server runs and how a client reaches it.
 
-__all__ = ["Deployment", "Link", "NamespaceError", "NetNamespace", "NetworkProfile", "NetworkProfileError",
-           "is_project_host", "leftovers", "load_profile", "profile_names"]
+The names are imported on first use: a store client asks only :func:`is_project_host`, and a
+step process should not pay for the deployment's imports (psutil, the servers: ~70 ms) to
+open a Redis store."""
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {
+    "Deployment": "deployment",
+    "NamespaceError": "namespace", "NetNamespace": "namespace", "leftovers": "namespace",
+    "Link": "profile", "NetworkProfile": "profile", "NetworkProfileError": "profile",
+    "is_project_host": "profile", "load_profile": "profile", "profile_names": "profile",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)

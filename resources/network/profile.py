@@ -6,7 +6,6 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 #: the stores a profile can put behind a link (s3_stock shares the s3 server)
@@ -94,6 +93,8 @@ class NetworkProfile:
 
 
 def _document(path: Path | None = None) -> dict:
+    import yaml  # here: a store client that only asks is_project_host(loopback) never parses YAML
+
     return yaml.safe_load((path or PROFILES_FILE).read_text())
 
 

@@ -42,6 +42,8 @@ TABLE_LAYOUT = {"scope": "partition_key", "path": "partition_key", "version": "p
                 "grp": "partition_key", "chunk": "clustering", "manifest": "regular", "data": "regular"}
 INDEX_LAYOUT = {"scope": "partition_key", "path": "clustering", "version": "clustering", "groups": "regular",
                 "committed": "regular"}
+# an object's head row (manifest, and the data of a small object) is in partition (scope, path, '', 0)
+HEAD_VERSION, HEAD_GROUP = "", 0
 DEFAULT_CHUNK_SIZE = MiB
 DEFAULT_CHUNKS_PER_PARTITION = 1
 DEFAULT_BATCH_BYTES = int(os.environ.get("ASGARD_CQL_BATCH", str(40 * 1024)))
@@ -789,10 +791,11 @@ class CassandraObjectStore(ObjectStore):
         return {
             "insert_chunk": f"INSERT INTO {t} (scope, path, version, grp, chunk, data) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?",
             "insert_head": (f"INSERT INTO {t} (scope, path, version, grp, chunk, manifest, data) "
-                            "VALUES (?, ?, '', 0, 0, ?, ?) USING TTL ?"),
+                            "VALUES (?, ?, ?, ?, 0, ?, ?) USING TTL ?"),
             "insert_index": (f"INSERT INTO {ix} (scope, path, version, groups, committed) VALUES (?, ?, ?, ?, ?) "
                              "USING TTL ?"),
-            "select_head": f"SELECT manifest, data FROM {t} WHERE scope = ? AND path = ? AND version = '' AND grp = 0 AND chunk = 0",
+            # every partition key column bound, '' and 0 included: the driver routes by the whole key
+            "select_head": f"SELECT manifest, data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = 0",
             "select_chunk": f"SELECT data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = ?",
             "select_index": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ?",
             "select_index_path": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ? AND path = ?",
@@ -853,11 +856,11 @@ class CassandraObjectStore(ObjectStore):
 
     # column types of the statements a fresh process may send unprepared, in bind-marker order
     _UNPREPARED_TYPES = {
-        "insert_head": ("text", "text", "blob", "blob", "int"),
+        "insert_head": ("text", "text", "text", "int", "blob", "blob", "int"),
         "insert_index": ("text", "text", "text", "int", "boolean", "int"),
     }
     # the partition key's bind markers of each (routing: the replica that owns the partition)
-    _PARTITION_KEY = {"insert_head": lambda p: ((p[0], "text"), (p[1], "text"), ("", "text"), (0, "int")),
+    _PARTITION_KEY = {"insert_head": lambda p: ((p[0], "text"), (p[1], "text"), (p[2], "text"), (p[3], "int")),
                       "insert_index": lambda p: ((p[0], "text"),)}
 
     def _unprepared(self, requests: tuple[tuple[str, tuple], ...]):
@@ -1172,9 +1175,9 @@ class CassandraObjectStore(ObjectStore):
         groups = 0 if inline is not None else self.groups(manifest.chunks)
         ttl = self.ttl_seconds
         # data = null on a chunked head clears a previous inline value of the same path.
-        head = ("insert_head", (key.scope, key.path, manifest.to_bytes(), inline, ttl))
+        head = ("insert_head", (key.scope, key.path, HEAD_VERSION, HEAD_GROUP, manifest.to_bytes(), inline, ttl))
         index = ("insert_index", (key.scope, key.path, manifest.version, groups, True, ttl))
-        size = (len(head[1][2]) + memoryview(inline).nbytes + 2 * len(key.scope) + 2 * len(key.path)
+        size = (len(head[1][4]) + memoryview(inline).nbytes + 2 * len(key.scope) + 2 * len(key.path)
                 + len(manifest.version)) if inline is not None else None
         if size is None or size > self.batch_bytes:
             # Over batch_bytes, two requests in flight together (one round trip): Cassandra
@@ -1250,7 +1253,7 @@ class CassandraObjectStore(ObjectStore):
         if UNPREPARED_FIRST and "select_head" not in self._prepared:
             row = self._read_head_unprepared(key)  # a fresh process's first get: one round trip
         if row is None:
-            row = self._run("select_head", (key.scope, key.path)).one()
+            row = self._run("select_head", (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
         elif row is False:
             row = None
         if row is None or row.manifest is None:
@@ -1274,9 +1277,9 @@ class CassandraObjectStore(ObjectStore):
                                consistency_level=getattr(ConsistencyLevel, self.consistency),
                                keyspace=self.keyspace, is_idempotent=True)
         stmt.routing_key = [UTF8Type.serialize(key.scope, version), UTF8Type.serialize(key.path, version),
-                            UTF8Type.serialize("", version), Int32Type.serialize(0, version)]
+                            UTF8Type.serialize(HEAD_VERSION, version), Int32Type.serialize(HEAD_GROUP, version)]
         try:
-            row = self._execute(session, stmt, (key.scope, key.path)).one()
+            row = self._execute(session, stmt, (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
         except InvalidRequest:
             return None
         self._prepare_later(session, "select_head")
@@ -1291,7 +1294,7 @@ class CassandraObjectStore(ObjectStore):
     def _partitions_of(rows: list) -> list[tuple[str, str, int]]:
         """``(path, version, grp)`` of the partitions index rows name: each path's head, and
         every chunk group of each version."""
-        heads = [(path, "", 0) for path in {r.path for r in rows}]
+        heads = [(path, HEAD_VERSION, HEAD_GROUP) for path in {r.path for r in rows}]
         return sorted(heads + [(r.path, r.version, g) for r in rows for g in range(r.groups or 0)])
 
     def _delete_listed(self, scope: str, rows: list) -> None:
