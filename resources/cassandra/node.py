@@ -21,7 +21,7 @@ from ..numa import Binding, InstancePlan
 from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
-from .install import CASSANDRA_VERSION, install, tools_dir
+from .install import CASSANDRA_VERSION, cds_archive, cds_classlist, install, tools_dir
 from .jvm import GC_FLAGS, JVM17_FLAGS
 from .nodetool import nodetool
 from .tls import NodeTLS, ensure_node_certificate
@@ -284,6 +284,7 @@ class CassandraNode(ManagedServer):
     def start(self, timeout: float | None = None) -> float:
         seconds = super().start(timeout)
         self._record_row_overhead()
+        self._publish_classlist()
         if self.secure:
             t0 = time.monotonic()
             self._ensure_superuser()
@@ -425,6 +426,46 @@ class CassandraNode(ManagedServer):
             self.row_overhead_file.write_text(json.dumps(
                 {"row_overhead": int(found[-1]), "heap": self.heap, "java": _java_version()}))
 
+    def _cds_flags(self) -> list[str]:
+        """The install step's AppCDS archive when there is one (``install.build_cds_archive``);
+        until then the first start records the class list it is built from. A stock start (the
+        bench's baseline) goes without."""
+        self._classlist_partial = None
+        if not self.fast_start:
+            return []
+        archive = cds_archive(self.version)
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}"]
+        classlist = cds_classlist(self.version)
+        if classlist.exists():
+            return []  # the archive is being built
+        classlist.parent.mkdir(parents=True, exist_ok=True)
+        self._classlist_partial = classlist.with_name(f"{classlist.name}.{self.index}.{os.getpid()}.partial")
+        return [f"-XX:DumpLoadedClassList={self._classlist_partial}"]
+
+    def _publish_classlist(self) -> None:
+        """Once a start that records the class list is ready (the list then holds what a start
+        loads), publish it and build the archive in the background, off every start's clock."""
+        import sys
+
+        partial = getattr(self, "_classlist_partial", None)
+        if partial is None or not partial.exists():
+            return
+        self._classlist_partial = None
+        classlist = cds_classlist(self.version)
+        lines = partial.read_text(errors="replace").splitlines(keepends=True)
+        partial.unlink()  # the JVM goes on appending to its open file, now nameless
+        staging = partial.with_suffix(".ready")
+        staging.write_text("".join(lines[:-1]))  # the last line may be half written
+        staging.rename(classlist)
+        root = Path(__file__).resolve().parents[2]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+        with open(classlist.parent / "build.log", "ab") as log:
+            subprocess.Popen([sys.executable, "-c", "import sys; from resources.cassandra.install import "
+                              "build_cds_archive; print(build_cds_archive(sys.argv[1]))", self.version],
+                             cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+
     def command(self) -> list[str]:
         lib = install(self.version)
         java = shutil.which("java") or "java"
@@ -432,6 +473,7 @@ class CassandraNode(ManagedServer):
         return [
             *self.exec_wrappers(),
             java,
+            *self._cds_flags(),
             f"-Xms{self.heap}", f"-Xmx{self.heap}", "-Xss256k",
             *GC_FLAGS,
             "-XX:+UseNUMA",  # seed 002: NUMA-aware allocation, with numactl binding per instance
