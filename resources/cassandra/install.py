@@ -71,7 +71,7 @@ def build_tools(version: str = CASSANDRA_VERSION) -> Path | None:
     fingerprint = "\n".join(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in sources)
     if stamp.exists() and stamp.read_text() == fingerprint:
         return out
-    staging = out.with_name("tools.partial")
+    staging = out.with_name(f"tools.{os.getpid()}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     javac = shutil.which("javac")
@@ -82,14 +82,17 @@ def build_tools(version: str = CASSANDRA_VERSION) -> Path | None:
         cmd = [shutil.which("java"), "-cp", str(ecj), "org.eclipse.jdt.internal.compiler.batch.Main",
                "-17", "-nowarn", "-d", str(staging)]
     else:
+        shutil.rmtree(staging, ignore_errors=True)
         return None
     proc = subprocess.run([*cmd, *map(str, sources)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise InstallError(f"compiling {', '.join(p.name for p in sources)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    stamp_tmp = staging / ".sources"
-    stamp_tmp.write_text(fingerprint)
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
+    # file by file (os.replace is atomic): a stop running meanwhile finds the old class or the new
+    out.mkdir(parents=True, exist_ok=True)
+    for compiled in staging.iterdir():
+        os.replace(compiled, out / compiled.name)
+    stamp.write_text(fingerprint)
+    shutil.rmtree(staging, ignore_errors=True)
     return out
 
 

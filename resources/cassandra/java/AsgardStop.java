@@ -1,8 +1,12 @@
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import javax.management.MBeanServerConnection;
 import javax.management.ObjectName;
 import javax.management.remote.JMXConnector;
@@ -41,9 +45,18 @@ public final class AsgardStop {
             long t2 = System.nanoTime();
             @SuppressWarnings("unchecked")
             List<String> keyspaces = (List<String>) mbs.getAttribute(ss, "Keyspaces");
+            // all at once: the flush writers take the memtables of every keyspace together
+            ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, keyspaces.size()));
+            List<Future<Object>> flushes = new ArrayList<>();
             for (String keyspace : keyspaces)
-                mbs.invoke(ss, "forceKeyspaceFlush", new Object[]{keyspace, new String[0]},
-                           new String[]{"java.lang.String", "[Ljava.lang.String;"});
+                flushes.add(pool.submit(() -> mbs.invoke(ss, "forceKeyspaceFlush", new Object[]{keyspace, new String[0]},
+                                                         new String[]{"java.lang.String", "[Ljava.lang.String;"})));
+            try {
+                for (Future<Object> flush : flushes)
+                    flush.get();  // a failed flush throws: exit 1, the caller stops by SIGTERM instead
+            } finally {
+                pool.shutdownNow();
+            }
             long t3 = System.nanoTime();
             System.out.printf("connect %.3f stop_cql %.3f flush %.3f keyspaces %d%n",
                               (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9, keyspaces.size());
