@@ -38,11 +38,11 @@ FAST_START_PROPERTIES = [
 # A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
 # (2000 by default) so the message gets there before messaging closes. A lone instance has no
 # one to tell; on loopback a peer gets it in well under 200 ms. Stop at 127.0.0.6 on a loaded
-# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0 (docs/results/bench-startup.txt
-# predates this; `asgard bench startup` measures it again).
+# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0. (A lone node no longer stops by
+# SIGTERM at all: CassandraNode.stop.)
 #
 # Where a restart of a lone node went (127.0.0.24, 1 GiB heap, 2 shared cores, system.log and
-# wall clock; docs/results/bench-startup.txt): the SIGTERM stop took 2.6-2.9 s, 2.1 s of it the
+# wall clock; docs/results/issue10-restart-breakdown.txt): the SIGTERM stop took 2.6-2.9 s, 2.1 s of it the
 # drain's "Waiting for messaging service to quiesce" (netty's fixed 2 s quiet period on the
 # inbound messaging executor, also in `nodetool drain`), the flushes 0.4 s. Start: JVM to the
 # first log line 0.5-1 s, mlockall of the heap 0.3-1.5 s, the memtable row-overhead estimate
