@@ -67,8 +67,10 @@ def test_restart_with_changed_knob_is_read_back(node2):
 
 @pytest.fixture(scope="module")
 def lone_node():
-    """A standalone node of its own (127.0.0.24), its data wiped afterwards."""
+    """A standalone node of its own (127.0.0.24), on fresh data (no ring state another use of
+    the address left behind) and wiped afterwards."""
     node = CassandraNode(index=24, heap="1G")
+    node.wipe()
     node.start()
     yield node
     node.wipe()
