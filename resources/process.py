@@ -57,6 +57,11 @@ class ManagedServer(abc.ABC):
     def prepare(self) -> None:
         """Install binaries and write config files before a start."""
 
+    def exec_wrappers(self) -> list[str]:
+        """The argv that :meth:`command` puts in front of the server (a program that execs it in
+        place, e.g. ``setpriv``): :meth:`verify_binding` waits until the pid is the server itself."""
+        return []
+
     def environment(self) -> dict[str, str]:
         return dict(os.environ)
 
@@ -137,7 +142,8 @@ class ManagedServer(abc.ABC):
         self.pid_file.write_text(str(proc.pid))
         self.wait_ready(timeout, proc)
         if binding is not None:
-            self.verify_binding(binding, wrappers=[argv[0], *self.netns_prefix()[:1], *pin[:1]])
+            self.verify_binding(binding, wrappers=[argv[0], *self.netns_prefix()[:1], *pin[:1],
+                                                   *self.exec_wrappers()[:1]])
         return time.monotonic() - t0
 
     def verify_binding(self, binding: Binding, wrappers: list[str] = (), timeout: float = 10.0):

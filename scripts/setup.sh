@@ -42,6 +42,9 @@ fi
 
 say "Cassandra jars (mvn, once)"
 .venv/bin/python -c "from resources.cassandra import install; print(install())"
+# the AppCDS archive of a Cassandra start: built from the class list the first start on this
+# machine records (none yet on a fresh machine: that start then builds it in the background)
+.venv/bin/python -c "from resources.cassandra.install import build_cds_archive; print(build_cds_archive() or 'CDS archive: after the first start')"
 
 say "MinIO (go install once, about 4 minutes the first time)"
 .venv/bin/python -c "from resources.minio import install_minio; print(install_minio(quiet=False))"

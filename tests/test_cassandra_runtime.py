@@ -65,6 +65,54 @@ def test_restart_with_changed_knob_is_read_back(node2):
     assert node2.restart_seconds(recent=1) == round(seconds, 3)
 
 
+@pytest.fixture(scope="module")
+def lone_node():
+    """A standalone node of its own (127.0.0.24), on fresh data (no ring state another use of
+    the address left behind) and wiped afterwards."""
+    node = CassandraNode(index=24, heap="1G")
+    node.wipe()
+    node.start()
+    yield node
+    node.wipe()
+
+
+def test_a_lone_node_restart_keeps_the_rows_written_right_before_it(lone_node):
+    """A lone node stops by a flush of every table over JMX and SIGKILL (no drain, whose
+    messaging shutdown waits a fixed 2 s): rows written right before the stop, to a keyspace
+    without a commit log, read back after the restart, and the restart is on record with its
+    stop's share and how it stopped. The start skips mlockall's heap pre-touch (when run as
+    root) and the memtable row-overhead estimate measured by the first start."""
+    import json
+    import shutil
+
+    from resources.stores.cassandra import CassandraObjectStore
+
+    store = CassandraObjectStore(contact_points=[lone_node.address], keyspace="asgard_fast_stop")
+    assert store.durable_writes is False  # only a flush keeps these rows
+    keys = [ObjectKey.for_run("fast-stop", "step", f"out{i}") for i in range(50)]
+    for round_ in range(2):
+        for i, key in enumerate(keys):
+            store.put(key, {"round": round_, "i": i, "blob": b"x" * 997 * i})
+        log_size = (lone_node.workdir / "logs" / "system.log").stat().st_size
+        stops = lone_node.log_file.read_text().count("=== stop: AsgardStop connect")
+        seconds = lone_node.restart()
+        assert lone_node.last_stop == "flush+kill"
+        last = json.loads(lone_node.restart_log.read_text().splitlines()[-1])
+        assert last["endpoint"] == lone_node.endpoint and last["seconds"] == round(seconds, 3)
+        assert last["stopped_by"] == "flush+kill" and 0 < last["stop_seconds"] < last["seconds"]
+        assert lone_node.log_file.read_text().count("=== stop: AsgardStop connect") == stops + 1
+        fresh = CassandraObjectStore(contact_points=[lone_node.address], keyspace="asgard_fast_stop")
+        assert [fresh.get(k)[0] for k in keys] == [{"round": round_, "i": i, "blob": b"x" * 997 * i}
+                                                  for i in range(len(keys))]
+        with open(lone_node.workdir / "logs" / "system.log", errors="replace") as f:
+            f.seek(log_size)
+            started = f.read()
+        assert "Estimated SkipListMemtable row overhead" not in started  # passed back, not measured
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            assert "Unable to lock JVM memory (ENOMEM)" in started and "mlockall successful" not in started
+    assert json.loads(lone_node.row_overhead_file.read_text())["heap"] == "1G"
+
+
 def test_nodetool_over_jmx(node2):
     out = node2.nodetool("info")
     assert "Native Transport active: true" in out
@@ -118,6 +166,8 @@ def test_two_instances_form_one_ring_with_replication():
         assert owns.count("100.0%") == 2, owns  # each instance holds a full replica
     finally:
         ring.stop()
+    # ring members drain on SIGTERM (peers told, hints written): no flush-and-kill for them
+    assert [n.last_stop for n in ring.nodes] == ["sigterm", "sigterm"]
 
 
 def test_runs_ride_through_restarts_of_their_only_replica(node2, dagster_instance):

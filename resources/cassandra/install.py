@@ -10,6 +10,8 @@ from ..paths import cache_dir
 
 CASSANDRA_VERSION = os.environ.get("ASGARD_CASSANDRA_VERSION", "5.0.9")
 POM = Path(__file__).with_name("pom.xml")
+#: the project's own small JMX tools (java/*.java), compiled at install into the version's tools/
+JAVA_SOURCES = Path(__file__).with_name("java")
 
 
 class InstallError(RuntimeError):
@@ -26,6 +28,7 @@ def install(version: str = CASSANDRA_VERSION, quiet: bool = True) -> Path:
     lib = lib_dir(version)
     marker = lib / ".complete"
     if marker.exists():
+        build_tools(version)
         return lib
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -48,8 +51,102 @@ def install(version: str = CASSANDRA_VERSION, quiet: bool = True) -> Path:
     shutil.rmtree(lib, ignore_errors=True)
     staging.rename(lib)
     marker.write_text(version)
+    build_tools(version)
     return lib
+
+
+def tools_dir(version: str = CASSANDRA_VERSION) -> Path:
+    return cache_dir("cassandra", version) / "tools"
+
+
+def build_tools(version: str = CASSANDRA_VERSION) -> Path | None:
+    """Compile the project's JMX tools (``java/*.java``, JDK classes only) into :func:`tools_dir`,
+    once per source change; None when no compiler is at hand (callers then do without them).
+
+    ``javac`` when the JDK is installed, else the Eclipse compiler that Cassandra ships in its
+    lib (``ecj-*.jar``), so a JRE-only machine builds them too."""
+    out = tools_dir(version)
+    sources = sorted(JAVA_SOURCES.glob("*.java"))
+    stamp = out / ".sources"
+    fingerprint = "\n".join(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in sources)
+    if stamp.exists() and stamp.read_text() == fingerprint:
+        return out
+    staging = out.with_name(f"tools.{os.getpid()}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    javac = shutil.which("javac")
+    ecj = next(lib_dir(version).glob("ecj-*.jar"), None)
+    if javac:
+        cmd = [javac, "--release", "17", "-d", str(staging)]
+    elif ecj and shutil.which("java"):
+        cmd = [shutil.which("java"), "-cp", str(ecj), "org.eclipse.jdt.internal.compiler.batch.Main",
+               "-17", "-nowarn", "-d", str(staging)]
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+        return None
+    proc = subprocess.run([*cmd, *map(str, sources)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise InstallError(f"compiling {', '.join(p.name for p in sources)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    # file by file (os.replace is atomic): a stop running meanwhile finds the old class or the new
+    out.mkdir(parents=True, exist_ok=True)
+    for compiled in staging.iterdir():
+        os.replace(compiled, out / compiled.name)
+    stamp.write_text(fingerprint)
+    shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+# --- AppCDS: the JVM maps the classes of a Cassandra start from an archive instead of loading
+# and verifying them from the jars (about 2 of the 7-8 CPU-seconds of a start on this machine).
+def cds_dir(version: str = CASSANDRA_VERSION) -> Path:
+    return cache_dir("cassandra", version) / "cds"
+
+
+def cds_key(version: str = CASSANDRA_VERSION) -> str:
+    """What an archive is valid for: this java binary and these jars (an upgrade of either
+    names another archive; the JVM itself also refuses a stale one and starts without it)."""
+    import hashlib
+
+    java = os.path.realpath(shutil.which("java") or "java")
+    parts = [java, str(os.stat(java).st_mtime_ns) if os.path.exists(java) else "0"]
+    lib = lib_dir(version)
+    if lib.is_dir():
+        parts += sorted(f"{e.name}:{e.stat().st_size}" for e in os.scandir(lib) if e.name.endswith(".jar"))
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def cds_archive(version: str = CASSANDRA_VERSION) -> Path:
+    return cds_dir(version) / f"cassandra-{cds_key(version)}.jsa"
+
+
+def cds_classlist(version: str = CASSANDRA_VERSION) -> Path:
+    """The classes a real start loaded (``-XX:DumpLoadedClassList``), the archive's recipe."""
+    return cds_dir(version) / f"cassandra-{cds_key(version)}.classlist"
+
+
+def build_cds_archive(version: str = CASSANDRA_VERSION) -> Path | None:
+    """The install step's AppCDS archive (``java -Xshare:dump``, about 9 s of CPU once), from the
+    class list that the first start of an instance on this machine recorded; None while there is
+    no class list yet (:class:`~resources.cassandra.node.CassandraNode` records one and then runs
+    this in the background; ``scripts/setup.sh`` runs it too)."""
+    from .jvm import JVM17_FLAGS
+
+    archive, classlist = cds_archive(version), cds_classlist(version)
+    if archive.exists():
+        return archive
+    if not classlist.exists():
+        return None
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
+    cmd = [shutil.which("java") or "java", "-Xshare:dump", f"-XX:SharedClassListFile={classlist}",
+           f"-XX:SharedArchiveFile={partial}", "-XX:+UseG1GC", *JVM17_FLAGS, "-cp", f"{lib_dir(version)}/*"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        raise InstallError(f"the CDS archive could not be built:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    partial.rename(archive)
+    return archive
 
 
 def classpath(version: str = CASSANDRA_VERSION) -> str:
     return str(install(version) / "*")
+

@@ -1,7 +1,9 @@
 """One Cassandra instance: instance ``i`` listens on 127.0.0.i with its own directory.
 
 Start-up is trimmed for a local node: no gossip-settle wait, no ring delay, one precomputed
-token, no bootstrap streaming, no heap pre-touch. Knob overrides persist in the instance's
+token, no bootstrap streaming, no heap pre-touch (neither ``AlwaysPreTouch`` nor Cassandra's
+``mlockall``), no re-measuring of the memtable row overhead. A lone node stops by a flush of
+every table and SIGKILL (:meth:`CassandraNode.stop`). Knob overrides persist in the instance's
 ``conf/overrides.yaml``, so ``restart`` keeps them until changed.
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..numa import Binding, InstancePlan
 from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
-from .install import CASSANDRA_VERSION, install
+from .install import CASSANDRA_VERSION, cds_archive, cds_classlist, install, tools_dir
 from .jvm import GC_FLAGS, JVM17_FLAGS
 from .nodetool import nodetool
 from .tls import NodeTLS, ensure_node_certificate
@@ -41,8 +43,15 @@ RING_SUPERUSER_SETUP_DELAY_MS = 500
 # A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
 # (2000 by default) so the message gets there before messaging closes. A lone instance has no
 # one to tell; on loopback a peer gets it in well under 200 ms. Stop at 127.0.0.6 on a loaded
-# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0 (docs/results/bench-startup.txt
-# predates this; `asgard bench startup` measures it again).
+# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0. (A lone node no longer stops by
+# SIGTERM at all: CassandraNode.stop.)
+#
+# Where a restart of a lone node went (127.0.0.24, 1 GiB heap, 2 shared cores, system.log and
+# wall clock; docs/results/issue10-restart-breakdown.txt): the SIGTERM stop took 2.6-2.9 s, 2.1 s of it the
+# drain's "Waiting for messaging service to quiesce" (netty's fixed 2 s quiet period on the
+# inbound messaging executor, also in `nodetool drain`), the flushes 0.4 s. Start: JVM to the
+# first log line 0.5-1 s, mlockall of the heap 0.3-1.5 s, the memtable row-overhead estimate
+# about 1 s, system keyspaces and commit log 1.5 s, gossip and CQL 0.5 s.
 JMX_BASE_PORT = 7199
 # the superuser a secure node is given in place of the stock cassandra/cassandra (which is dropped)
 SUPERUSER = "asgard_admin"
@@ -279,6 +288,8 @@ class CassandraNode(ManagedServer):
 
     def start(self, timeout: float | None = None) -> float:
         seconds = super().start(timeout)
+        self._record_row_overhead()
+        self._publish_classlist()
         if self.secure:
             t0 = time.monotonic()
             self._ensure_superuser()
@@ -375,12 +386,99 @@ class CassandraNode(ManagedServer):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
 
     # --- process ----------------------------------------------------------------------
+    def exec_wrappers(self) -> list[str]:
+        """``setpriv`` without CAP_IPC_LOCK, for a server run by root: Cassandra mlockall()s its
+        memory at start, which for root (the capability overrides RLIMIT_MEMLOCK) faults in and
+        pins the whole heap first: 0.3-1.5 s of a 1 GiB heap's start on this machine, more for
+        larger heaps, and a pre-touch the project leaves out by choice (there is no swap to pin
+        against here). Without the capability Cassandra logs "Unable to lock JVM memory (ENOMEM)"
+        and goes on, as it does for any unprivileged user."""
+        setpriv = shutil.which("setpriv")
+        if setpriv is None or not self.fast_start or not _has_ipc_lock():
+            return []
+        return [setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"]
+
+    @property
+    def row_overhead_file(self) -> Path:
+        return self.workdir / "row_overhead.json"
+
+    def _row_overhead_flag(self) -> list[str]:
+        """Cassandra estimates the SkipListMemtable row overhead at every start by building and
+        measuring 100,000 rows (about 1 CPU-second here); the figure depends on the JVM and its
+        heap only, so the instance's first start measures it and later starts pass it back."""
+        import json
+
+        try:
+            record = json.loads(self.row_overhead_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        if not self.fast_start or record.get("heap") != self.heap or record.get("java") != _java_version():
+            return []
+        return [f"-Dcassandra.memtable.row_overhead_size={int(record['row_overhead'])}"]
+
+    def _record_row_overhead(self) -> None:
+        import json
+        import re
+
+        if self._row_overhead_flag() or not self.fast_start:
+            return
+        try:
+            text = (self.workdir / "logs" / "system.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return
+        found = re.findall(r"Estimated SkipListMemtable row overhead: (\d+)", text)
+        if found:
+            self.row_overhead_file.write_text(json.dumps(
+                {"row_overhead": int(found[-1]), "heap": self.heap, "java": _java_version()}))
+
+    def _cds_flags(self) -> list[str]:
+        """The install step's AppCDS archive when there is one (``install.build_cds_archive``);
+        until then the first start records the class list it is built from. A stock start (the
+        bench's baseline) goes without."""
+        self._classlist_partial = None
+        if not self.fast_start:
+            return []
+        archive = cds_archive(self.version)
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}"]
+        classlist = cds_classlist(self.version)
+        if classlist.exists():
+            return []  # the archive is being built
+        classlist.parent.mkdir(parents=True, exist_ok=True)
+        self._classlist_partial = classlist.with_name(f"{classlist.name}.{self.index}.{os.getpid()}.partial")
+        return [f"-XX:DumpLoadedClassList={self._classlist_partial}"]
+
+    def _publish_classlist(self) -> None:
+        """Once a start that records the class list is ready (the list then holds what a start
+        loads), publish it and build the archive in the background, off every start's clock."""
+        import sys
+
+        partial = getattr(self, "_classlist_partial", None)
+        if partial is None or not partial.exists():
+            return
+        self._classlist_partial = None
+        classlist = cds_classlist(self.version)
+        lines = partial.read_text(errors="replace").splitlines(keepends=True)
+        partial.unlink()  # the JVM goes on appending to its open file, now nameless
+        staging = partial.with_suffix(".ready")
+        staging.write_text("".join(lines[:-1]))  # the last line may be half written
+        staging.rename(classlist)
+        root = Path(__file__).resolve().parents[2]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+        with open(classlist.parent / "build.log", "ab") as log:
+            subprocess.Popen([sys.executable, "-c", "import sys; from resources.cassandra.install import "
+                              "build_cds_archive; print(build_cds_archive(sys.argv[1]))", self.version],
+                             cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+
     def command(self) -> list[str]:
         lib = install(self.version)
         java = shutil.which("java") or "java"
         jamm = next(lib.glob("jamm-*.jar"), None)
         return [
+            *self.exec_wrappers(),
             java,
+            *self._cds_flags(),
             f"-Xms{self.heap}", f"-Xmx{self.heap}", "-Xss256k",
             *GC_FLAGS,
             "-XX:+UseNUMA",  # seed 002: NUMA-aware allocation, with numactl binding per instance
@@ -392,6 +490,7 @@ class CassandraNode(ManagedServer):
             *([f"-Dcassandra.shutdown_announce_in_ms={0 if self.nodes == 1 else 200}",
                f"-Dcassandra.superuser_setup_delay_ms={0 if self.nodes == 1 else RING_SUPERUSER_SETUP_DELAY_MS}"]
               if self.fast_start else []),
+            *self._row_overhead_flag(),
             f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
             f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
@@ -423,17 +522,74 @@ class CassandraNode(ManagedServer):
 
     def restart(self, timeout: float | None = None) -> float:
         """Stop and start; the stop-to-ready seconds are recorded in ``restarts.jsonl`` (the
-        cost-benefit analysis charges the recent measured value, not a constant)."""
-        seconds = super().restart(timeout)
-        self.record_restart(seconds)
+        cost-benefit analysis charges the recent measured value, not a constant), with the stop's
+        share and how it stopped."""
+        t0 = time.monotonic()
+        self.stop()
+        stop_seconds = time.monotonic() - t0
+        self.start(timeout)
+        seconds = time.monotonic() - t0
+        self.record_restart(seconds, stop_seconds=stop_seconds, stopped_by=self.last_stop)
         return seconds
 
-    def record_restart(self, seconds: float) -> None:
+    def record_restart(self, seconds: float, **detail: Any) -> None:
         import json
 
         self.workdir.mkdir(parents=True, exist_ok=True)
+        record = {"at": time.time(), "endpoint": self.endpoint, "seconds": round(seconds, 3)}
+        record.update({k: round(v, 3) if isinstance(v, float) else v for k, v in detail.items() if v is not None})
         with open(self.restart_log, "a") as f:
-            f.write(json.dumps({"at": time.time(), "endpoint": self.endpoint, "seconds": round(seconds, 3)}) + "\n")
+            f.write(json.dumps(record) + "\n")
+
+    # --- stop ---------------------------------------------------------------------------
+    #: how the last stop() went: "flush+kill", "sigterm" or None (nothing was running)
+    last_stop: str | None = None
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the instance, keeping its data.
+
+        A lone node (``nodes == 1``) is readied over JMX by the project's ``AsgardStop`` tool (CQL
+        server stopped: no request is acknowledged after that; every table of every keyspace
+        flushed, ``durable_writes=false`` ones included) and then SIGKILLed: 1.0-1.2 s where the
+        SIGTERM path (Cassandra's drain) takes 2.6-2.9 s, 2.1 s of which is a fixed quiet period
+        of its inter-node messaging shutdown, of no use to a node without peers. What a kill
+        skips is crash-safe by design (an unfinished compaction's transaction log, the commit
+        log of the system tables after the flush) and is replayed or cleaned at the next start.
+
+        A ring member, a stock-start node, or a lone node the tool cannot reach (no compiler
+        at install, JMX down) stops by SIGTERM: Cassandra drains (announces the shutdown to its
+        peers, flushes, writes its hints) and exits."""
+        self.last_stop = None
+        if not self.is_running():
+            return super().stop(timeout)
+        if self.nodes == 1 and self.fast_start and self._flush_for_kill():
+            self.last_stop = "flush+kill"
+            return self.kill()
+        self.last_stop = "sigterm"
+        return super().stop(timeout)
+
+    def _flush_for_kill(self, timeout: float = 120.0) -> bool:
+        """Run ``AsgardStop`` against the instance's JMX port; True when every flush returned."""
+        tools = tools_dir(self.version)
+        if not (tools / "AsgardStop.class").exists():
+            return False
+        java = shutil.which("java") or "java"
+        # a short-lived client: C1 only and a small serial heap start it fastest (the server's
+        # own flags are untouched)
+        cmd = [*self.netns_prefix(), java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m",
+               "-cp", str(tools), "AsgardStop", str(self.jmx_port),
+               *([str(self.nodetool_password_file)] if self.secure else [])]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc = None
+        with open(self.log_file, "a") as log:
+            if proc is not None and proc.returncode == 0:
+                log.write(f"=== stop: AsgardStop {proc.stdout.strip()}; SIGKILL\n")
+                return True
+            reason = "timed out" if proc is None else (proc.stderr.strip() or proc.stdout.strip())[-500:]
+            log.write(f"=== stop: AsgardStop failed ({reason}); SIGTERM\n")
+        return False
 
     def restart_seconds(self, recent: int = 5) -> float | None:
         """Median stop-to-ready seconds of this instance's last ``recent`` restarts (None: never
@@ -462,10 +618,9 @@ class CassandraNode(ManagedServer):
         return (_recent_median(self.live_change_log, "seconds", recent),
                 _recent_median(self.live_change_log, "slowdown", recent))
 
-    # No explicit `nodetool drain` before SIGTERM here: Cassandra's shutdown hook drains (flushes
-    # memtables, closes the commitlog) itself, and a nodetool JVM would add 2-3 s to every restart.
-    # A ring's rolling restart drains first (CassandraCluster.rolling_restart), so that clients
-    # have moved to the other replicas before the stop-to-ready clock starts.
+    # No `nodetool drain` in stop(): a lone node flushes and is killed (above), a ring member's
+    # shutdown hook drains. A ring's rolling restart drains first (CassandraCluster.rolling_restart),
+    # so that clients have moved to the other replicas before the stop-to-ready clock starts.
 
     def wipe(self) -> None:
         """Stop and delete the instance's data (keeps its overrides)."""
@@ -503,6 +658,33 @@ class CassandraNode(ManagedServer):
         if self.secure:
             info.update(user=SUPERUSER, password_file=str(self.password_file), ca_file=str(self.tls.ca_cert))
         return info
+
+
+def _has_ipc_lock() -> bool:
+    """Whether this process (and so a server it starts) holds CAP_IPC_LOCK (bit 14)."""
+    try:
+        with open("/proc/self/status") as f:
+            eff = next(line.split()[1] for line in f if line.startswith("CapEff:"))
+        return bool(int(eff, 16) & (1 << 14))
+    except (OSError, StopIteration, ValueError):
+        return False
+
+
+_JAVA_VERSION: str | None = None
+
+
+def _java_version() -> str:
+    """The java on PATH, as its resolved path (a JDK upgrade moves or replaces it)."""
+    global _JAVA_VERSION
+    if _JAVA_VERSION is None:
+        java = shutil.which("java") or "java"
+        real = os.path.realpath(java)
+        try:
+            stamp = os.stat(real).st_mtime_ns
+        except OSError:
+            stamp = 0
+        _JAVA_VERSION = f"{real}@{stamp}"
+    return _JAVA_VERSION
 
 
 def wait_port_closed(host: str, port: int, timeout: float = 30) -> None:
