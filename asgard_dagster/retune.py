@@ -290,9 +290,9 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
                    "live_change_seconds": live_s, "live_slowdown": live_slowdown, "live_source": live_source,
                    "ring": members, "replication_factor": rf,
                    "restart_plan": "rolling" if rolling else "together after a quiet window"}
-        # operations over the window: a tenth is plenty to read, the full values are in the outcome
-        metadata = {"benefit": MetadataValue.float(round(float(decision.benefit_ops), 1)),
-                    "cost": MetadataValue.float(round(float(decision.cost_ops), 1)),
+        # three significant figures: a live change's cost is a few hundredths of a second of throughput
+        metadata = {"benefit": MetadataValue.float(float(f"{decision.benefit_ops:.3g}")),
+                    "cost": MetadataValue.float(float(f"{decision.cost_ops:.3g}")),
                     "lookahead_seconds": MetadataValue.float(lookahead),
                     "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source,
                     "live_change_seconds": MetadataValue.float(round(live_s, 2)),
