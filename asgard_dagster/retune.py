@@ -55,9 +55,6 @@ def current_configuration():
 ASSUMED_RESTART_SECONDS = 15.9
 # a job with no successful run yet: one window of the retune schedule (30 min)
 ASSUMED_LOOKAHEAD_SECONDS = 1800.0
-# the fraction of throughput a live change (nodetool, ALTER) costs while it is applied, until one
-# was measured (live_changes.jsonl): tuner.costbenefit's default, not a measurement
-ASSUMED_LIVE_SLOWDOWN = 0.1
 # priority of retune runs: above application runs (default 0), so the run that prepares the
 # store for a queue is not itself queued behind it
 RETUNE_PRIORITY = "10"
@@ -329,7 +326,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
             if restart or not before:
                 applied, during = apply_new(), None
             else:  # a live change: the probe's workload runs on while it is applied (its dip)
-                from tuner.measure import geomean, ops_during
+                from tuner.measure import ops_during
 
                 applied, during = ops_during(store, workload, apply_new)
         except HintsPendingError as exc:
@@ -340,9 +337,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
             outcome["applied"] = {"restarted": bool(done), "restart_mode": "rolling", "members": done}
             return finish(outcome, **metadata)
         if not applied.restarted and (applied.live or applied.table):
-            slowdown = None
-            if during is not None:
-                slowdown = max(0.0, 1.0 - during / geomean([s.ops_per_s for s in before]))
+            slowdown = None if during is None else dip_during(before, during)
             for member in ring.nodes:
                 member.record_live_change(applied.seconds, slowdown)
             metadata["measured_live_change"] = MetadataValue.json(
@@ -384,9 +379,19 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     return retune
 
 
+def dip_during(before: list, during: float) -> float:
+    """The fraction of the probes' throughput (geometric mean before the change) lost while it
+    was applied; 0 if the workload ran as fast or faster."""
+    from tuner.measure import geomean
+
+    return max(0.0, 1.0 - during / geomean([s.ops_per_s for s in before]))
+
+
 def live_change_cost(members) -> tuple[float, float, str]:
     """(seconds, slowdown, where they come from) of a live change on this ring: the slowest
     member's recent measured values (live_changes.jsonl), else what is assumed."""
+    from tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN
+
     costs = {m.address: m.live_change_cost() for m in members}
     seconds = [s for s, _ in costs.values() if s is not None]
     slowdowns = [d for _, d in costs.values() if d is not None]

@@ -19,6 +19,10 @@ from typing import Any
 
 from .knobs import RESTART, KNOBS, Configuration
 
+# the fraction of throughput a live change (nodetool, ALTER) costs while it is applied, where none
+# was measured yet (the retune job measures it: live_changes.jsonl): an assumption, not a measurement
+ASSUMED_LIVE_SLOWDOWN = 0.1
+
 
 @dataclass
 class Decision:
@@ -52,7 +56,7 @@ class Decision:
 
 def should_reconfigure(current_ops_per_s: float, new_ops_per_s: float, lookahead_s: float,
                        restart_seconds: float, needs_restart: bool = True, live_seconds: float = 0.0,
-                       live_slowdown: float = 0.1, margin: float = 0.0, uncertainty: float = 0.0,
+                       live_slowdown: float = ASSUMED_LIVE_SLOWDOWN, margin: float = 0.0, uncertainty: float = 0.0,
                        unit: str = "ops") -> Decision:
     """Decide with the throughputs (measured or predicted) of the old and new configuration.
 
