@@ -533,13 +533,16 @@ class CassandraNode(ManagedServer):
         return seconds
 
     def record_restart(self, seconds: float, **detail: Any) -> None:
+        self._append_record(self.restart_log, seconds=round(seconds, 3), **{
+            k: round(v, 3) if isinstance(v, float) else v for k, v in detail.items() if v is not None})
+
+    def _append_record(self, log: Path, **fields: Any) -> None:
+        """One JSON line (when, this instance, ``fields``) appended to one of its measurement logs."""
         import json
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        record = {"at": time.time(), "endpoint": self.endpoint, "seconds": round(seconds, 3)}
-        record.update({k: round(v, 3) if isinstance(v, float) else v for k, v in detail.items() if v is not None})
-        with open(self.restart_log, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        with open(log, "a") as f:
+            f.write(json.dumps({"at": time.time(), "endpoint": self.endpoint, **fields}) + "\n")
 
     # --- stop ---------------------------------------------------------------------------
     #: how the last stop() went: "flush+kill", "sigterm" or None (nothing was running)
@@ -604,13 +607,8 @@ class CassandraNode(ManagedServer):
     def record_live_change(self, seconds: float, slowdown: float | None) -> None:
         """A live change (nodetool, ALTER TABLE/KEYSPACE) applied to this instance: how long it
         took, and the fraction of the store's throughput lost meanwhile (None: not probed)."""
-        import json
-
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        record = {"at": time.time(), "endpoint": self.endpoint, "seconds": round(seconds, 3),
-                  "slowdown": None if slowdown is None else round(slowdown, 4)}
-        with open(self.live_change_log, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        self._append_record(self.live_change_log, seconds=round(seconds, 3),
+                            slowdown=None if slowdown is None else round(slowdown, 4))
 
     def live_change_cost(self, recent: int = 5) -> tuple[float | None, float | None]:
         """(seconds, slowdown): medians over this instance's last ``recent`` measured live changes;
