@@ -65,6 +65,29 @@ def test_restart_with_changed_knob_is_read_back(node2):
     assert node2.restart_seconds(recent=1) == round(seconds, 3)
 
 
+def test_the_node_runs_the_projects_patch_to_cassandra(node2):
+    """The install step applies resources/cassandra/patches/<version>/*.patch to the release's
+    sources and puts the compiled classes first on the instance's classpath: the running JVM
+    has them there, a multi-chunk object reads back byte for byte through the patched local
+    read path, and Cassandra's own log says the patched class served it."""
+    from resources.cassandra.install import patches_jar
+    from resources.stores.cassandra import CassandraObjectStore
+
+    jar = patches_jar(node2.version)
+    assert jar is not None and jar.exists()
+    argv = Path(f"/proc/{node2.pid()}/cmdline").read_bytes().split(b"\0")
+    assert argv[argv.index(b"-cp") + 1].decode().split(os.pathsep)[0] == str(jar)
+    store = CassandraObjectStore(contact_points=[node2.address], keyspace="asgard_patch")
+    blob = os.urandom(3 * store.chunk_size + 12345)  # several chunks, each a large cell of its own
+    key = ObjectKey.for_run("patched-read", "step", "out")
+    put = store.put(key, blob)
+    assert not put.manifest.inline and put.manifest.chunks == 4
+    assert store.get(key)[0] == blob
+    log = (node2.workdir / "logs" / "system.log").read_text(errors="replace")
+    assert "asgard patch local-read-buffer-slack" in log
+    store.purge_scope(key.scope)
+
+
 @pytest.fixture(scope="module")
 def lone_node():
     """A standalone node of its own (127.0.0.24), on fresh data (no ring state another use of

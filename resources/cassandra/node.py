@@ -21,7 +21,7 @@ from ..numa import Binding, InstancePlan
 from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, render_config, write_config
-from .install import CASSANDRA_VERSION, cds_archive, cds_classlist, install, tools_dir
+from .install import CASSANDRA_VERSION, cds_archive, cds_classlist, install, server_classpath, tools_dir
 from .jvm import GC_FLAGS, JVM17_FLAGS
 from .nodetool import nodetool
 from .tls import NodeTLS, ensure_node_certificate
@@ -499,7 +499,7 @@ class CassandraNode(ManagedServer):
             *self._jmx_flags(),
             "-Dcassandra-foreground=yes",
             *(f"-D{k}={v}" for k, v in self.system_properties.items()),
-            "-cp", f"{lib}/*",
+            "-cp", server_classpath(self.version),
             "org.apache.cassandra.service.CassandraDaemon",
         ]
 
