@@ -81,6 +81,34 @@ def test_miniature_calibration_pairs_every_config_with_the_default(tuner_node, t
     assert fourth["rows_written"] == 1 and len(read_rows(path)) == 4
 
 
+def test_apply_on_a_fresh_node_creates_the_schema_it_alters(tuner_node):
+    """`asgard tune validate` on a tuner node whose keyspace was never written (a fresh machine,
+    or after a wipe) applies the default first: its ALTER KEYSPACE found no keyspace and the
+    command died with InvalidRequest. The store's schema is made before it is altered."""
+    import uuid
+
+    from resources.stores.cassandra import CassandraObjectStore
+
+    keyspace = f"asgard_fresh_{uuid.uuid4().hex[:8]}"
+    store = CassandraObjectStore(contact_points=[tuner_node.address], keyspace=keyspace)
+    store.ping()
+    try:
+        tuner_node.set_overrides(Configuration().yaml_overrides(), replace=True)
+        tuner_node.restart()  # the node at the default, as validate finds a node it calibrated
+        first = apply(tuner_node, store, Configuration(), None)  # what validate applies first
+        assert not first.restarted and first.table[0] == f"ALTER KEYSPACE {keyspace} WITH durable_writes = true"
+        res = apply(tuner_node, store, Configuration(durable_writes=False), Configuration())
+        assert res.table == [f"ALTER KEYSPACE {keyspace} WITH durable_writes = false"]
+        row = store.session.execute(
+            "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)).one()
+        assert row is not None and row.durable_writes is False
+        key = ObjectKey.for_run("fresh", "step", "out")
+        store.put(key, {"a": 1})
+        assert store.get(key)[0] == {"a": 1}
+    finally:
+        store.session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+
+
 def test_apply_reaches_keyspace_table_node_and_client(tuner_node, tuner_store):
     prev = Configuration(file_cache_size_mib=128, memtable_heap_space_mib=128, compaction="LCS", concurrent_writes=16)
     apply(tuner_node, tuner_store, prev, None)

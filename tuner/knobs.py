@@ -610,6 +610,10 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
             nodetool(*commands[name])
             result.live.append(" ".join(commands[name]))
     ks, table = store_keyspace_table(store)
+    if previous is None or any(KNOBS[k].apply in (KEYSPACE, TABLE) for k in changed):
+        ensure = getattr(store, "ensure_schema", None)
+        if ensure is not None:  # a store that has not written yet: nothing to ALTER otherwise
+            ensure()
     if previous is None or any(KNOBS[k].apply == KEYSPACE for k in changed):
         cql = config.alter_keyspace_cql(ks)
         execute_cql(node, store, cql)
