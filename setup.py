@@ -20,6 +20,7 @@ CORE = [
     "click>=8.1",
     "rich>=13.0",
     "croniter>=2.0",
+    "isal>=1.6",  # crc32 of every chunk, 18x zlib's here (ISA-L; the same CRC-32, so old manifests check)
 ]
 TUNE = ["optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scipy>=1.11", "statsmodels>=0.14", "matplotlib>=3.8"]
 APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
@@ -32,7 +33,7 @@ setup(
     version="0.1.0",
     description="A Dagster IO manager that keeps ephemeral inter-op data in a self-tuning, NUMA-pinned Apache Cassandra",
     packages=find_packages(include=["asgard_dagster*", "asgard_bench*", "tuner*", "resources*", "pipelines*"]),
-    package_data={"resources": ["cassandra/pom.xml", "network/profiles.yaml"], "asgard_bench": ["prices.yaml"], "tuner": ["data/*"], "pipelines": ["data/*"]},
+    package_data={"resources": ["cassandra/pom.xml", "cassandra/java/*.java", "cassandra/patches/*/*.patch", "network/profiles.yaml"], "asgard_bench": ["prices.yaml"], "tuner": ["data/*"], "pipelines": ["data/*"]},
     python_requires=">=3.10",
     install_requires=CORE,
     extras_require={"tune": TUNE, "apps": APPS, "test": TEST, "all": sorted(set(TUNE + APPS + TEST))},
