@@ -108,10 +108,11 @@ def build_patches(version: str = CASSANDRA_VERSION) -> Path | None:
     fingerprint = hashlib.sha1(b"".join(p.name.encode() + p.read_bytes() for p in patches)).hexdigest()
     if jar.exists() and stamp.exists() and stamp.read_text() == fingerprint:
         return jar
-    compiler, mvn = _java_compiler(version), shutil.which("mvn")
-    if compiler is None or mvn is None:
+    compiler, mvn, git = _java_compiler(version), shutil.which("mvn"), shutil.which("git")
+    missing = [name for name, tool in (("a Java compiler", compiler), ("mvn", mvn), ("git", git)) if tool is None]
+    if missing:
         logging.getLogger(__name__).warning("Cassandra runs unpatched: no %s to build %s",
-                                            "Java compiler" if compiler is None else "mvn", PATCH_SOURCES / version)
+                                            " or ".join(missing), PATCH_SOURCES / version)
         return None
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
@@ -131,7 +132,7 @@ def build_patches(version: str = CASSANDRA_VERSION) -> Path | None:
                 zf.extract(name, src)
         for patch in patches:
             # git apply outside any repository: the cache may sit inside the project's own checkout
-            proc = subprocess.run(["git", "apply", "-p1", str(patch)], cwd=src, capture_output=True, text=True,
+            proc = subprocess.run([git, "apply", "-p1", str(patch)], cwd=src, capture_output=True, text=True,
                                   env={**os.environ, "GIT_CEILING_DIRECTORIES": str(work)})
             if proc.returncode != 0:
                 raise InstallError(f"{patch.name} does not apply to Cassandra {version}'s sources:\n{proc.stderr[-2000:]}")
