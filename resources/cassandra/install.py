@@ -239,13 +239,10 @@ def build_cds_archive(version: str = CASSANDRA_VERSION) -> Path | None:
     return archive
 
 
-def classpath(version: str = CASSANDRA_VERSION) -> str:
-    return str(install(version) / "*")
-
-
 def server_classpath(version: str = CASSANDRA_VERSION) -> str:
-    """A Cassandra instance's classpath: this version's patches (if any) before the release's jars."""
-    lib = f"{install(version)}/*"
+    """A Cassandra instance's classpath: this version's patches (if any) before the release's jars
+    (installed by the caller: :func:`install` runs at every start, once is enough)."""
+    lib = f"{lib_dir(version)}/*"
     patched = patches_jar(version)
     return f"{patched}{os.pathsep}{lib}" if patched is not None else lib
 

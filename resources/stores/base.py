@@ -22,7 +22,6 @@ import abc
 import json
 import time
 import uuid
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -92,7 +91,7 @@ class Manifest:
     @property
     def checksum(self) -> str:
         """One crc32 over the per-chunk checksums: a short fingerprint for metadata."""
-        return f"{zlib.crc32(json.dumps(self.chunk_crcs).encode()):08x}"
+        return f"{crc32(json.dumps(self.chunk_crcs).encode()):08x}"
 
     def to_bytes(self) -> bytes:
         # the fields are plain values: vars() is asdict() without its deep copy (150 us a put)
