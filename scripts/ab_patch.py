@@ -5,6 +5,9 @@ the median over rounds of the JVM's CPU seconds per GB read (from /proc) and of 
 the per-round ratio patched / release (drift hits both alike, so the ratio is the figure).
 
     PYTHONPATH=. python scripts/ab_patch.py --sizes-mib 1,64 --rounds 12
+
+With ``--property NAME=VALUE`` both instances run the patches, and "patched" is the one started
+with that system property (a patch that a property turns on, e.g. asgard.event_loop_requests=true).
 """
 from __future__ import annotations
 
@@ -78,11 +81,15 @@ def main() -> None:
     ap.add_argument("--heap", default="2G")
     ap.add_argument("--small-ops", type=int, default=300, help="10 KiB puts and gets per round (0: none)")
     ap.add_argument("--keep", action="store_true", help="leave both instances running")
+    ap.add_argument("--property", default=None,
+                    help="NAME=VALUE: both run the patches, only 'patched' with this -D property")
     args = ap.parse_args()
     nodes = {}
     for name, index in (("patched", 24), ("release", 25)):
-        node = CassandraNode(index=index, heap=args.heap, workdir=run_dir("cassandra", f"ab-patch{index}"))
-        if name == "release":
+        props = dict([args.property.split("=", 1)]) if args.property and name == "patched" else None
+        node = CassandraNode(index=index, heap=args.heap, workdir=run_dir("cassandra", f"ab-patch{index}"),
+                             system_properties=props)
+        if name == "release" and not args.property:
             release_only(node)
         if node.is_running():
             node.stop()
@@ -90,7 +97,7 @@ def main() -> None:
         nodes[name] = node
     argv = {n: open(f"/proc/{node.pid()}/cmdline", "rb").read().split(b"\0") for n, node in nodes.items()}
     cps = {n: a[a.index(b"-cp") + 1].decode() for n, a in argv.items()}
-    assert "patches.jar" in cps["patched"] and "patches.jar" not in cps["release"], cps
+    assert "patches.jar" in cps["patched"] and ("patches.jar" in cps["release"]) == bool(args.property), cps
     stores = {n: open_peer("cassandra", **node.client_options()) for n, node in nodes.items()}
     if args.small_ops:
         small_ops(nodes, stores, args.small_ops, args.rounds)

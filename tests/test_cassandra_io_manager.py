@@ -477,7 +477,13 @@ from cassandra import connection
 sent = []
 send_msg = connection.Connection.send_msg
 def record(self, msg, request_id, cb, *args, **kwargs):
-    sent.append([type(msg).__name__, " ".join(str(getattr(msg, "query", "")).split())[:80]])
+    if hasattr(msg, "queries"):  # a batch: its statements by prepared id, or as text
+        what = "ids" if all(prepared for prepared, _, _ in msg.queries) else "text"
+    elif hasattr(msg, "query_id"):
+        what = msg.query_id.hex()
+    else:
+        what = " ".join(str(getattr(msg, "query", "")).split())[:80]
+    sent.append([type(msg).__name__, what])
     return send_msg(self, msg, request_id, cb, *args, **kwargs)
 connection.Connection.send_msg = record
 from resources.stores import ObjectKey
@@ -494,8 +500,9 @@ print(json.dumps({"sent": sent, "back": back, "prepared": sorted(store._prepared
 def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cassandra_store, run_id):
     """A step process connects afresh (issue 13, item 5): its first put is sent before any
     PREPARE or settings read, over connections that skipped OPTIONS, after the control
-    connection's REGISTER and topology queries only; the statements are prepared by the next
-    put, and both objects read back."""
+    connection's REGISTER and topology queries only. It names its statements by the ids the node
+    holds them under, so the node parses no text, and the process sends no PREPARE at all: its
+    puts and gets all go by id, and both objects read back."""
     import collections
     import json
     import os
@@ -503,6 +510,8 @@ def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cas
     import sys
 
     cassandra_store.ensure_schema()
+    for name in ("insert_head", "insert_index", "select_head"):  # the node holds them, as after any step
+        cassandra_store._statement(name)
     out = subprocess.run([sys.executable, "-c", _FIRST_REQUESTS, TEST_KEYSPACE, run_id], capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
     result = json.loads(out.strip().splitlines()[-1])
@@ -514,8 +523,10 @@ def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cas
     assert collections.Counter(kinds[:first]) == {"StartupMessage": 2, "RegisterMessage": 1, "QueryMessage": 2}, sent
     assert all("system.peers" in q or "system.local" in q for kind, q in sent[:first] if kind == "QueryMessage"), sent
     assert not any(kind == "PrepareMessage" or "system_views" in q for kind, q in sent[:first + 1]), sent
+    assert sent[first] == ("BatchMessage", "ids"), sent
+    assert "PrepareMessage" not in kinds, sent
     assert result["back"] == [True, True]
-    assert {"insert_head", "insert_index"} <= set(result["prepared"]), result
+    assert {"insert_head", "insert_index", "select_head"} <= set(result["prepared"]), result
     cassandra_store.purge_scope(f"run/{run_id}")
 
 
@@ -541,11 +552,16 @@ def test_a_first_put_into_a_missing_table_creates_it(cassandra_node, run_id):
                 store.session.execute(f"DROP TABLE IF EXISTS {t}")
 
 
-def test_an_unprepared_first_put_routes_by_its_head_partition(cassandra_store, run_id):
-    """Token-aware routing of small puts and gets: the unprepared first put's batch carries the
-    keyspace and the routing key of the head's partition (scope, path, '', 0), the key a prepared
-    statement that binds all four gives (select_chunk); the index row alone, its scope's. The
-    prepared head statements bind all four too, so later puts and gets are routed the same."""
+@pytest.mark.parametrize("first", ["known", "text"])
+def test_a_first_put_routes_by_its_head_partition(cassandra_store, run_id, monkeypatch, first):
+    """Token-aware routing of small puts and gets: the first put's batch, sent without a prepare
+    (by known ids, or as text where those do not apply), carries the keyspace and the routing key
+    of the head's partition (scope, path, '', 0), the key a prepared statement that binds all four
+    gives (select_chunk); the index row alone, its scope's. The prepared head statements bind all
+    four too, so later puts and gets are routed the same."""
+    import resources.stores.cassandra as module
+
+    monkeypatch.setattr(module, "FIRST_REQUESTS", first)
     cassandra_store.ensure_schema()
     scope, path = f"run/{run_id}", "step/out"
     head = ("insert_head", (scope, path, "", 0, b"manifest", b"data", 60))
@@ -556,6 +572,52 @@ def test_an_unprepared_first_put_routes_by_its_head_partition(cassandra_store, r
     assert cassandra_store._statement("insert_head").bind(head[1]).routing_key == head_key
     assert cassandra_store._statement("select_head").bind((scope, path, "", 0)).routing_key == head_key
     for requests, want in (((head, index), head_key), ((head,), head_key), ((index,), index_key)):
-        batch = cassandra_store._unprepared(requests)
+        batch, known = cassandra_store._first(requests)
+        assert bool(known) == (first == "known")
         assert batch.keyspace == cassandra_store.keyspace
         assert batch.routing_key == want, requests
+
+
+def test_the_ids_a_first_put_and_get_send_are_the_nodes_own(cassandra_store):
+    """The prepared ids a fresh process computes for its first statements (MD5 of the text, as
+    Cassandra files statements for a connection without a keyspace) are the ids the node answers
+    a PREPARE of the same text with, and bind the same columns with the same types."""
+    cassandra_store.ensure_schema()
+    session = cassandra_store.session
+    for name in ("insert_head", "insert_index", "select_head"):
+        known = cassandra_store._known(name)
+        prepared = session.prepare(cassandra_store._statements()[name])
+        assert known.query_id == prepared.query_id, name
+        assert [(c.keyspace_name, c.table_name, c.name, c.type) for c in known.column_metadata] == [
+            (c.keyspace_name, c.table_name, c.name, c.type) for c in prepared.column_metadata], name
+        assert known.routing_key_indexes == prepared.routing_key_indexes, name
+
+
+def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_node, run_id):
+    """A fresh table's statements were never prepared: the first put names them by id, the node
+    answers UNPREPARED, the driver prepares their text there and sends the put again; the node
+    then holds them (system.prepared_statements), and the object reads back."""
+    import uuid
+
+    from resources.stores.cassandra import CassandraObjectStore
+
+    table = f"ids_{uuid.uuid4().hex[:8]}"
+    setup = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
+    setup.ensure_schema()  # creates the tables (and prepares only select_head)
+    try:
+        store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
+        ids = {name: store._known(name).query_id for name in ("insert_head", "insert_index")}
+
+        def held() -> set:
+            rows = store.session.execute("SELECT prepared_id FROM system.prepared_statements")
+            return {bytes(r.prepared_id) for r in rows} & set(ids.values())
+
+        assert held() == set()
+        key = ObjectKey.for_run(run_id, "ids", "put")
+        store.put(key, b"i" * 10_000)
+        assert held() == set(ids.values())
+        assert {"insert_head", "insert_index"} <= set(store._prepared)
+        assert CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table).get(key)[0] == b"i" * 10_000
+    finally:
+        for t in (setup.qualified_table, setup.qualified_index):
+            setup.session.execute(f"DROP TABLE IF EXISTS {t}")

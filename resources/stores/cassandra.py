@@ -503,8 +503,52 @@ def _connect_once(contact_points: tuple[str, ...], port: int, username: str | No
 
 #: 0: a fresh process prepares before its first put and get, as before (A/B)
 UNPREPARED_FIRST = int(os.environ.get("ASGARD_CQL_UNPREPARED", "1"))
+#: how a fresh process sends its first put and get: "known" executes them by their prepared id,
+#: computed here (:func:`_known_prepared`); "text" sends their CQL text for the node to parse (A/B)
+FIRST_REQUESTS = os.environ.get("ASGARD_CQL_FIRST", "known")
 #: 0: the session's pools connect after the control connection, as the driver does (A/B)
 PREOPEN = int(os.environ.get("ASGARD_CQL_PREOPEN", "1"))
+
+
+_CQL_TYPES = {"text": "VarcharType", "blob": "BytesType", "int": "Int32Type", "boolean": "BooleanType"}
+
+
+def _known_prepared(cql: str, keyspace: str, table: str, markers: tuple[tuple[str, str], ...],
+                    partition_key: tuple[int, ...], protocol_version: int):
+    """The driver's ``PreparedStatement`` for ``cql`` made without asking the node.
+
+    A node files a prepared statement under the MD5 of its text when the connection has no
+    keyspace (``QueryProcessor.computeId`` in Cassandra 3 to 5; ours never has one, every name is
+    qualified), and keeps it across restarts (``system.prepared_statements``). An EXECUTE by that
+    id skips the PREPARE round trip and the node's parse of the text (an unprepared 10 KiB insert
+    cost the node 2.75 ms against 1.30 ms prepared here). A node that does not hold the id answers
+    UNPREPARED, and the driver prepares the text (it is registered with the cluster for that) and
+    executes again, as for any statement the node has evicted. ``markers``: ``(column, type)``
+    of each bind marker in order; ``partition_key``: the markers that make the partition key,
+    which the driver routes by. For protocol v4 and older: v5's EXECUTE also carries a hash of
+    the result's metadata."""
+    import hashlib
+
+    from cassandra import cqltypes
+    from cassandra.protocol import ColumnMetadata
+    from cassandra.query import PreparedStatement
+
+    columns = [ColumnMetadata(keyspace, table, name, getattr(cqltypes, _CQL_TYPES[kind])) for name, kind in markers]
+    # keyspace None: what Session.prepare gives a connection without one (the driver checks it
+    # against the connection's when it prepares again)
+    return PreparedStatement(columns, hashlib.md5(cql.encode("utf-8")).digest(), list(partition_key), cql,
+                             None, protocol_version, None, None)
+
+
+def _is_id_mismatch(exc: BaseException) -> bool:
+    """The driver's error when a node prepared a statement under another id than ours."""
+    return "ID mismatch while trying to reprepare" in str(exc)
+
+
+def _known_ids_off() -> None:
+    """For the rest of the process, first requests go as text (a node that computes ids otherwise)."""
+    global FIRST_REQUESTS
+    FIRST_REQUESTS = "text"
 
 
 def _endpoints(contact_points: tuple[str, ...], port: int) -> list:
@@ -845,7 +889,7 @@ class CassandraObjectStore(ObjectStore):
 
     def _prepare_later(self, session, *names: str) -> None:
         """Prepare ``names`` on the driver's executor, off the caller's path: a fresh process's
-        first request went unprepared (:meth:`_unprepared`), and the next one finds the statement
+        first request went as text (:meth:`_first`), and the next one finds the statement
         prepared, or waits for its prepare (which was sent a round trip earlier)."""
         for name in names:
             if name not in self._prepared and name not in self._preparing:
@@ -854,59 +898,87 @@ class CassandraObjectStore(ObjectStore):
                 except RuntimeError:  # the session is shutting down: prepared on use, if ever
                     return
 
-    # column types of the statements a fresh process may send unprepared, in bind-marker order
-    _UNPREPARED_TYPES = {
-        "insert_head": ("text", "text", "text", "int", "blob", "blob", "int"),
-        "insert_index": ("text", "text", "text", "int", "boolean", "int"),
+    # the bind markers, (column, type) in order, of the statements a fresh process sends first,
+    # and which of them make the partition key (the driver routes by it)
+    _FIRST_MARKERS = {
+        "insert_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int"),
+                        ("manifest", "blob"), ("data", "blob"), ("[ttl]", "int")),
+        "insert_index": (("scope", "text"), ("path", "text"), ("version", "text"), ("groups", "int"),
+                         ("committed", "boolean"), ("[ttl]", "int")),
+        "select_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int")),
     }
-    # the partition key's bind markers of each (routing: the replica that owns the partition)
-    _PARTITION_KEY = {"insert_head": lambda p: ((p[0], "text"), (p[1], "text"), (p[2], "text"), (p[3], "int")),
-                      "insert_index": lambda p: ((p[0], "text"),)}
+    _FIRST_PARTITION_KEY = {"insert_head": (0, 1, 2, 3), "insert_index": (0,), "select_head": (0, 1, 2, 3)}
 
-    def _unprepared(self, requests: tuple[tuple[str, tuple], ...]):
-        """An UNLOGGED batch of ``requests`` sent as CQL text with its values bound by the
-        protocol (no prepare round trip; ``?`` markers, so the values are not rendered into the
-        text), routed to a replica of the first one's partition as a prepared batch is. A batch
-        of one statement is one mutation, which the node never checks against its batch size
-        thresholds (Cassandra's ``verifyBatchSize``)."""
+    def _known(self, name: str):
+        """Statement ``name`` by its computed prepared id (:func:`_known_prepared`), or None where
+        that does not apply (protocol v5, or turned off)."""
+        session = self.session
+        if FIRST_REQUESTS != "known" or session.cluster.protocol_version > 4 or session.keyspace:
+            return None
         from cassandra import ConsistencyLevel
-        from cassandra.cqltypes import BooleanType, BytesType, Int32Type, UTF8Type
+
+        table = self.table + "_index" if name == "insert_index" else self.table
+        stmt = _known_prepared(self._statements()[name], self.keyspace, table, self._FIRST_MARKERS[name],
+                               self._FIRST_PARTITION_KEY[name], session.cluster.protocol_version)
+        stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
+        stmt.is_idempotent = True
+        # the driver prepares it again from here when a node answers UNPREPARED
+        session.cluster.add_prepared(stmt.query_id, stmt)
+        return stmt
+
+    def _first(self, requests: tuple[tuple[str, tuple], ...]):
+        """An UNLOGGED batch of ``requests`` for a fresh process's first put, without a prepare
+        round trip first, routed to a replica of the first one's partition as a prepared batch is:
+        each statement by its known id (:meth:`_known`), or else as CQL text with its values bound
+        by the protocol (``?`` markers: the values are not rendered into the text). A batch of one
+        statement is one mutation, which the node never checks against its batch size thresholds
+        (Cassandra's ``verifyBatchSize``). Also returns the known statements, by name."""
+        from cassandra import ConsistencyLevel
         from cassandra.query import BatchStatement, BatchType
 
-        kinds = {"text": UTF8Type, "blob": BytesType, "int": Int32Type, "boolean": BooleanType}
-        version = self.session.cluster.protocol_version
-
-        def ser(value, kind):
-            return None if value is None else kinds[kind].serialize(value, version)
-
         batch = BatchStatement(BatchType.UNLOGGED, consistency_level=getattr(ConsistencyLevel, self.consistency))
-        texts = self._statements()
-        for name, params in requests:
-            # the driver's own way to add a statement with serialized values (its add() would
-            # render them into the text as literals: a 10 KiB blob as 20 KiB of hex)
-            batch._add_statement_and_params(
-                False, texts[name], [ser(v, k) for v, k in zip(params, self._UNPREPARED_TYPES[name])])
-        name, params = requests[0]
-        batch.keyspace = self.keyspace
-        batch.routing_key = [ser(v, k) for v, k in self._PARTITION_KEY[name](params)]
-        batch.is_idempotent = True
-        return batch
+        known = {name: self._known(name) for name, _ in requests}
+        if all(known.values()):
+            for name, params in requests:
+                batch.add(known[name], params)  # keyspace and routing key: the first one's
+        else:
+            known = {}
+            texts, version = self._statements(), self.session.cluster.protocol_version
 
-    def _write_unprepared(self, *groups: tuple[tuple[str, tuple], ...]) -> bool:
-        """Send ``groups`` (each one request: a batch of its rows) unprepared and together; then
-        prepare their statements in the background. False if the node refused them as invalid (a
-        missing keyspace or table, a table of another layout): the caller sends the rows again
-        the prepared way (idempotent), which creates the table or explains it."""
-        from cassandra import InvalidRequest
+            def ser(value, kind):
+                return None if value is None else getattr(cqltypes, _CQL_TYPES[kind]).serialize(value, version)
+
+            from cassandra import cqltypes
+
+            for name, params in requests:
+                # the driver's own way to add a statement with serialized values (its add() would
+                # render them into the text as literals: a 10 KiB blob as 20 KiB of hex)
+                batch._add_statement_and_params(
+                    False, texts[name], [ser(v, k) for v, (_, k) in zip(params, self._FIRST_MARKERS[name])])
+            name, params = requests[0]
+            batch.keyspace = self.keyspace
+            batch.routing_key = [ser(params[i], self._FIRST_MARKERS[name][i][1])
+                                 for i in self._FIRST_PARTITION_KEY[name]]
+        batch.is_idempotent = True
+        return batch, known
+
+    def _write_first(self, *groups: tuple[tuple[str, tuple], ...]) -> bool:
+        """Send ``groups`` (each one request: a batch of its rows) without preparing first, and
+        together (:meth:`_first`); statements that went as text are then prepared in the
+        background. False if the node refused them as invalid (a missing keyspace or table, a
+        table of another layout): the caller sends the rows again the prepared way
+        (idempotent), which creates the table or explains it."""
+        from cassandra import DriverException, InvalidRequest
 
         session = self.session
         if not self._routed:  # a ring: the replicas of our keyspace, before routing by token
             self._route_by_token(session)
+        batches = [self._first(g) for g in groups]
         try:
-            if len(groups) == 1:
-                self._execute(session, self._unprepared(groups[0]))
+            if len(batches) == 1:
+                self._execute(session, batches[0][0])
             else:
-                futures = [session.execute_async(self._unprepared(g), timeout=self.request_timeout) for g in groups]
+                futures = [session.execute_async(b, timeout=self.request_timeout) for b, _ in batches]
                 failed = None
                 for future in futures:
                     try:
@@ -915,13 +987,22 @@ class CassandraObjectStore(ObjectStore):
                         failed = failed or exc
                     _release(future)
                 if failed is not None:  # idempotent: once more through the path that retries
-                    for group in groups:
-                        self._execute(session, self._unprepared(group))
+                    if isinstance(failed, InvalidRequest) or _is_id_mismatch(failed):
+                        raise failed
+                    for batch, _ in batches:
+                        self._execute(session, batch)
         except InvalidRequest as exc:
             if _is_disk_full(exc):
                 raise StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT) from exc
             return False
-        self._prepare_later(session, *(name for group in groups for name, _ in group))
+        except DriverException as exc:
+            if not _is_id_mismatch(exc):
+                raise
+            _known_ids_off()  # the node files statements under other ids: prepare instead
+            return False
+        for batch, known in batches:
+            self._prepared.update(known)
+        self._prepare_later(session, *(name for group in groups for name, _ in group if name not in self._prepared))
         return True
 
     def _route_by_token(self, session) -> None:
@@ -1188,9 +1269,9 @@ class CassandraObjectStore(ObjectStore):
         batched = size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES or (
             warn is not None and size <= warn - BATCH_MARGIN_BYTES)
         if UNPREPARED_FIRST and ("insert_head" not in self._prepared or "insert_index" not in self._prepared):
-            # a fresh process's first put: unprepared, one round trip instead of three
+            # a fresh process's first put: one round trip instead of three
             groups = ((head, index),) if batched else ((head,), (index,))
-            written = self._write_unprepared(*groups)
+            written = self._write_first(*groups)
         else:
             written = False
         if not written:
@@ -1251,7 +1332,7 @@ class CassandraObjectStore(ObjectStore):
     def _read_manifest(self, key: ObjectKey):
         row = None
         if UNPREPARED_FIRST and "select_head" not in self._prepared:
-            row = self._read_head_unprepared(key)  # a fresh process's first get: one round trip
+            row = self._read_head_first(key)  # a fresh process's first get: one round trip
         if row is None:
             row = self._run("select_head", (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
         elif row is False:
@@ -1260,29 +1341,43 @@ class CassandraObjectStore(ObjectStore):
             return None
         return row.manifest, row.data
 
-    def _read_head_unprepared(self, key: ObjectKey):
-        """The head row of ``key`` read unprepared (its statement then prepared in the
-        background): the row, False for no row, or None if the node refused the statement (a
-        missing table: the prepared path creates it)."""
-        from cassandra import ConsistencyLevel, InvalidRequest
+    def _read_head_first(self, key: ObjectKey):
+        """The head row of ``key`` read without preparing first: by the statement's known id
+        (:meth:`_known`), or else as text (its statement then prepared in the background). The
+        row, False for no row, or None if the node refused the statement (a missing table: the
+        prepared path creates it)."""
+        from cassandra import ConsistencyLevel, DriverException, InvalidRequest
         from cassandra.cqltypes import Int32Type, UTF8Type
         from cassandra.query import SimpleStatement
 
         session = self.session
         if not self._routed:
             self._route_by_token(session)
-        version = session.cluster.protocol_version
-        # two short text values, rendered as quoted literals by the driver's encoder
-        stmt = SimpleStatement(self._statements()["select_head"].replace("?", "%s"),
-                               consistency_level=getattr(ConsistencyLevel, self.consistency),
-                               keyspace=self.keyspace, is_idempotent=True)
-        stmt.routing_key = [UTF8Type.serialize(key.scope, version), UTF8Type.serialize(key.path, version),
-                            UTF8Type.serialize(HEAD_VERSION, version), Int32Type.serialize(HEAD_GROUP, version)]
+        params = (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)
+        known = self._known("select_head")
+        if known is not None:
+            stmt = known.bind(params)
+        else:
+            version = session.cluster.protocol_version
+            # two short text values, rendered as quoted literals by the driver's encoder
+            stmt = SimpleStatement(self._statements()["select_head"].replace("?", "%s"),
+                                   consistency_level=getattr(ConsistencyLevel, self.consistency),
+                                   keyspace=self.keyspace, is_idempotent=True)
+            stmt.routing_key = [UTF8Type.serialize(key.scope, version), UTF8Type.serialize(key.path, version),
+                                UTF8Type.serialize(HEAD_VERSION, version), Int32Type.serialize(HEAD_GROUP, version)]
         try:
-            row = self._execute(session, stmt, (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
+            row = self._execute(session, stmt, None if known is not None else params).one()
         except InvalidRequest:
             return None
-        self._prepare_later(session, "select_head")
+        except DriverException as exc:
+            if not _is_id_mismatch(exc):
+                raise
+            _known_ids_off()
+            return None
+        if known is not None:
+            self._prepared["select_head"] = known
+        else:
+            self._prepare_later(session, "select_head")
         return False if row is None else row
 
     def _index(self, scope: str, path: str | None = None) -> list:
