@@ -12,6 +12,7 @@ with that system property (a patch that a property turns on, e.g. asgard.event_l
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import statistics
 import time
@@ -32,6 +33,18 @@ TICK = os.sysconf("SC_CLK_TCK")
 def jvm_cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def jvm_context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of all the JVM's threads so far."""
+    total = 0
+    for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        try:
+            with open(status) as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except FileNotFoundError:  # a thread that ended
+            pass
+    return total
 
 
 def release_only(node: CassandraNode) -> None:
@@ -56,21 +69,24 @@ def small_ops(nodes: dict, stores: dict, count: int, rounds: int) -> None:
             scope = f"ab-{uuid.uuid4().hex[:8]}"
             keys = [ObjectKey.for_run(scope, "small", str(i)) for i in range(count)]
             pid = nodes[name].pid()
-            c0, t0 = jvm_cpu_seconds(pid), time.perf_counter()
+            w0, c0, t0 = jvm_context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
             for key in keys:
                 stores[name].put(key, payload)
             for key in keys:
                 stores[name].get(key)
-            dt, c1 = time.perf_counter() - t0, jvm_cpu_seconds(pid)
+            dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), jvm_context_switches(pid)
             stores[name].purge_scope(f"run/{scope}")
             if r >= 2:
-                rows[name].append(((c1 - c0) * 1000 / (2 * count), 2 * count / dt))
+                rows[name].append(((c1 - c0) * 1000 / (2 * count), 2 * count / dt, (w1 - w0) / (2 * count)))
     for name, got in rows.items():
         print(f"  10KiB {name:>9} srv CPU ms/op {statistics.median(g[0] for g in got):.3f} "
-              f"ops/s {statistics.median(g[1] for g in got):.1f}  " + " ".join(f"{g[0]:.2f}" for g in got))
+              f"ops/s {statistics.median(g[1] for g in got):.1f} "
+              f"ctx switches/op {statistics.median(g[2] for g in got):.1f}  " + " ".join(f"{g[0]:.2f}" for g in got))
     cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
+    rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
     print(f"  10KiB patched/release: server CPU per op median {statistics.median(cpu):.3f} "
-          f"(rounds {min(cpu):.2f}-{max(cpu):.2f})")
+          f"(rounds {min(cpu):.2f}-{max(cpu):.2f}), ops/s median {statistics.median(rate):.3f} "
+          f"(rounds {min(rate):.2f}-{max(rate):.2f})")
 
 
 def main() -> None:
@@ -84,6 +100,9 @@ def main() -> None:
     ap.add_argument("--property", default=None,
                     help="NAME=VALUE: both run the patches, only 'patched' with this -D property")
     args = ap.parse_args()
+    # both instances with upstream's idle-worker spin unless --property sets it on "patched"
+    # (the launcher's small-host default would otherwise apply to both)
+    os.environ["ASGARD_CASSANDRA_SEP_STOP_CHECK_NS"] = ""
     nodes = {}
     for name, index in (("patched", 24), ("release", 25)):
         props = dict([args.property.split("=", 1)]) if args.property and name == "patched" else None
@@ -101,7 +120,7 @@ def main() -> None:
     stores = {n: open_peer("cassandra", **node.client_options()) for n, node in nodes.items()}
     if args.small_ops:
         small_ops(nodes, stores, args.small_ops, args.rounds)
-    print(f"{'object':>7} {'instance':>9} {'srv CPU s/GB':>13} {'read MB/s':>10}  per-round srv CPU s/GB")
+    print(f"{'object':>7} {'instance':>9} {'srv CPU s/GB':>13} {'read MB/s':>10} {'ctx sw/MiB':>10}  per-round srv CPU s/GB")
     for size in [int(s) for s in args.sizes_mib.split(",")]:
         data = np.random.default_rng(size).integers(0, 255, size * MiB, dtype=np.uint8)
         reads = max(6, 128 // size)
@@ -115,14 +134,15 @@ def main() -> None:
         for r in range(args.rounds):
             for name in (list(nodes) if r % 2 == 0 else list(nodes)[::-1]):
                 pid = nodes[name].pid()
-                c0, t0 = jvm_cpu_seconds(pid), time.perf_counter()
+                w0, c0, t0 = jvm_context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
                 for _ in range(reads):
                     stores[name].get(keys[name])
-                dt, c1 = time.perf_counter() - t0, jvm_cpu_seconds(pid)
-                rows[name].append(((c1 - c0) / (reads * size / 1024), reads * size / dt))
+                dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), jvm_context_switches(pid)
+                rows[name].append(((c1 - c0) / (reads * size / 1024), reads * size / dt, (w1 - w0) / (reads * size)))
         for name, got in rows.items():
             print(f"{size:>4}MiB {name:>9} {statistics.median(g[0] for g in got):>13.3f} "
-                  f"{statistics.median(g[1] for g in got):>10.1f}  " + " ".join(f"{g[0]:.2f}" for g in got))
+                  f"{statistics.median(g[1] for g in got):>10.1f} {statistics.median(g[2] for g in got):>10.1f}  "
+                  + " ".join(f"{g[0]:.2f}" for g in got))
         cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
         rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
         print(f"{size:>4}MiB patched/release: server CPU per GB median {statistics.median(cpu):.3f} "

@@ -85,6 +85,14 @@ def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     assert store.get(key)[0] == blob
     log = (node2.workdir / "logs" / "system.log").read_text(errors="replace")
     assert "asgard patch local-read-buffer-slack" in log
+    # the request pool's idle workers: parked after 50 us of spinning on a small host (the
+    # patched class read the property the launcher set), upstream's 10 ms on a larger one
+    from resources.cassandra.node import SMALL_HOST_CPUS, SMALL_HOST_SEP_STOP_CHECK_NS
+
+    small = len(os.sched_getaffinity(0)) <= SMALL_HOST_CPUS and "ASGARD_CASSANDRA_SEP_STOP_CHECK_NS" not in os.environ
+    flag = f"-Dasgard.sep_stop_check_ns={SMALL_HOST_SEP_STOP_CHECK_NS}".encode()
+    assert (flag in argv) == small, argv
+    assert (f"stop after {SMALL_HOST_SEP_STOP_CHECK_NS} ns of spinning" in log) == small
     store.purge_scope(key.scope)
 
 
