@@ -37,7 +37,10 @@ def bench():
 @click.option("--spread-outputs", default=6, show_default=True,
               help="16 MiB outputs of one run written to measure each Cassandra instance's share (0 skips).")
 @click.option("--warmup/--no-warmup", default=True, show_default=True,
-              help="One untimed pass over every backend first (JIT, connections).")
+              help="Untimed passes over every backend first (JIT, connections).")
+@click.option("--warmup-seconds", default=60.0, show_default=True,
+              help="Repeat the untimed passes until this many seconds have passed (at least one pass): a "
+              "Cassandra restarted a minute ago still compiles its hot paths.")
 @click.option("--small-seconds", default=30.0, show_default=True,
               help="Time bound of each backend's 10 KiB measurement (fewer objects on a slow link).")
 @click.option("--network", default="loopback", show_default=True,
@@ -45,7 +48,7 @@ def bench():
               "loopback,cloud) the bench runs under each in turn and a last table sets them side by side. A "
               "profile's servers are started and left running (`asgard stores down --network ...` stops them).")
 def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
-             spread_outputs, warmup, small_seconds, network):
+             spread_outputs, warmup, warmup_seconds, small_seconds, network):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
     from resources.network import profile_names
@@ -62,7 +65,7 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
             sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
             small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
             nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
-            network=net, small_seconds=small_seconds,
+            warmup_seconds=warmup_seconds, network=net, small_seconds=small_seconds,
         )
     if as_json:
         click.echo(json.dumps(rows, indent=2))

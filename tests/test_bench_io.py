@@ -9,7 +9,8 @@ from asgard_dagster.cli import main
 
 
 def test_bench_io_json_rows_for_every_backend(all_servers):
-    args = ["bench", "io", "--json", "--sizes-mib", "1", "--repeat", "1", "--small-ops", "20", "--memory-mib", "8"]
+    args = ["bench", "io", "--json", "--sizes-mib", "1", "--repeat", "1", "--small-ops", "20", "--memory-mib", "8",
+            "--warmup-seconds", "0"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
@@ -71,7 +72,8 @@ def test_bench_io_s3_against_stock_s3_peer(minio_server):
     assert stock_objects(run_prefix) == set()
 
     before = stock_objects("dagster-stock/storage/bench-")
-    rows = run_io_bench(["s3", "s3_stock"], sizes_mib=[1], small_ops=20, repeat=1, memory_mib=8, progress=False)
+    rows = run_io_bench(["s3", "s3_stock"], sizes_mib=[1], small_ops=20, repeat=1, memory_mib=8, progress=False,
+                        warmup_seconds=0)
     backends = {"s3", "s3_stock"}
     throughput = [r for r in rows if r["write_mb_s"] is not None]
     assert {r["backend"] for r in throughput} == backends and len(throughput) == 2
