@@ -621,3 +621,4 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
     finally:
         for t in (setup.qualified_table, setup.qualified_index):
             setup.session.execute(f"DROP TABLE IF EXISTS {t}")
+

@@ -526,7 +526,10 @@ def _known_prepared(cql: str, keyspace: str, table: str, markers: tuple[tuple[st
     executes again, as for any statement the node has evicted. ``markers``: ``(column, type)``
     of each bind marker in order; ``partition_key``: the markers that make the partition key,
     which the driver routes by. For protocol v4 and older: v5's EXECUTE also carries a hash of
-    the result's metadata."""
+    the result's metadata. Apache Cassandra 2 to 5 (and so DSE) and ScyllaDB all compute the id
+    this way; a server that did not would make the driver prepare again and again until the
+    request times out (its re-prepare of a batch does not compare ids): ``ASGARD_CQL_FIRST=text``
+    sends a fresh process's first requests as text instead."""
     import hashlib
 
     from cassandra import cqltypes
@@ -538,17 +541,6 @@ def _known_prepared(cql: str, keyspace: str, table: str, markers: tuple[tuple[st
     # against the connection's when it prepares again)
     return PreparedStatement(columns, hashlib.md5(cql.encode("utf-8")).digest(), list(partition_key), cql,
                              None, protocol_version, None, None)
-
-
-def _is_id_mismatch(exc: BaseException) -> bool:
-    """The driver's error when a node prepared a statement under another id than ours."""
-    return "ID mismatch while trying to reprepare" in str(exc)
-
-
-def _known_ids_off() -> None:
-    """For the rest of the process, first requests go as text (a node that computes ids otherwise)."""
-    global FIRST_REQUESTS
-    FIRST_REQUESTS = "text"
 
 
 def _endpoints(contact_points: tuple[str, ...], port: int) -> list:
@@ -968,7 +960,7 @@ class CassandraObjectStore(ObjectStore):
         background. False if the node refused them as invalid (a missing keyspace or table, a
         table of another layout): the caller sends the rows again the prepared way
         (idempotent), which creates the table or explains it."""
-        from cassandra import DriverException, InvalidRequest
+        from cassandra import InvalidRequest
 
         session = self.session
         if not self._routed:  # a ring: the replicas of our keyspace, before routing by token
@@ -987,18 +979,13 @@ class CassandraObjectStore(ObjectStore):
                         failed = failed or exc
                     _release(future)
                 if failed is not None:  # idempotent: once more through the path that retries
-                    if isinstance(failed, InvalidRequest) or _is_id_mismatch(failed):
+                    if isinstance(failed, InvalidRequest):
                         raise failed
                     for batch, _ in batches:
                         self._execute(session, batch)
         except InvalidRequest as exc:
             if _is_disk_full(exc):
                 raise StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT) from exc
-            return False
-        except DriverException as exc:
-            if not _is_id_mismatch(exc):
-                raise
-            _known_ids_off()  # the node files statements under other ids: prepare instead
             return False
         for batch, known in batches:
             self._prepared.update(known)
@@ -1346,7 +1333,7 @@ class CassandraObjectStore(ObjectStore):
         (:meth:`_known`), or else as text (its statement then prepared in the background). The
         row, False for no row, or None if the node refused the statement (a missing table: the
         prepared path creates it)."""
-        from cassandra import ConsistencyLevel, DriverException, InvalidRequest
+        from cassandra import ConsistencyLevel, InvalidRequest
         from cassandra.cqltypes import Int32Type, UTF8Type
         from cassandra.query import SimpleStatement
 
@@ -1368,11 +1355,6 @@ class CassandraObjectStore(ObjectStore):
         try:
             row = self._execute(session, stmt, None if known is not None else params).one()
         except InvalidRequest:
-            return None
-        except DriverException as exc:
-            if not _is_id_mismatch(exc):
-                raise
-            _known_ids_off()
             return None
         if known is not None:
             self._prepared["select_head"] = known
