@@ -73,13 +73,15 @@ def test_round_trip_200_mib_numpy_array(io_manager, run_id):
     assert meta["size_mib"].value == pytest.approx(meta["bytes"].value / MiB, rel=5e-3)
 
 
-def test_a_step_can_modify_its_large_array_input_in_place(io_manager):
+@pytest.mark.parametrize("mib", [3, 40])
+def test_a_step_can_modify_its_large_array_input_in_place(io_manager, mib):
     """An output of several chunks is assembled into a buffer the reader owns (left
-    uninitialized, then written by the chunks, not zeroed first): the array a downstream asset
-    receives is writable and exact, as a freshly computed one would be (`x *= 2` in place)."""
+    uninitialized, then written by the chunks, not zeroed first; above 32 MiB memory mapped
+    rather than numpy's): the array a downstream asset receives is writable and exact, as a
+    freshly computed one would be (`x *= 2` in place)."""
     from dagster import asset, materialize
 
-    n = 3 * io_manager.store().chunk_size // 8 + 1001  # float64: over three chunks, not inline
+    n = mib * io_manager.store().chunk_size // 8 + 1001  # float64: over `mib` chunks, not inline
 
     @asset
     def samples() -> np.ndarray:
@@ -95,7 +97,7 @@ def test_a_step_can_modify_its_large_array_input_in_place(io_manager):
     assert result.success
     assert result.output_for_node("doubled") == 2.0 * (n - 1)
     manifest = io_manager.store().read_manifest(ObjectKey.for_asset(["samples"]))
-    assert manifest is not None and not manifest.inline and manifest.chunks == 4
+    assert manifest is not None and not manifest.inline and manifest.chunks == mib + 1
 
 
 def test_round_trip_dataframe(io_manager, run_id):
