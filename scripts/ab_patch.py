@@ -99,13 +99,16 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="leave both instances running")
     ap.add_argument("--property", default=None,
                     help="NAME=VALUE: both run the patches, only 'patched' with this -D property")
+    ap.add_argument("--baseline-property", default=None,
+                    help="NAME=VALUE: with --property, the other instance ('release') runs with this one")
     args = ap.parse_args()
     # both instances with upstream's idle-worker spin unless --property sets it on "patched"
     # (the launcher's small-host default would otherwise apply to both)
     os.environ["ASGARD_CASSANDRA_SEP_STOP_CHECK_NS"] = ""
     nodes = {}
     for name, index in (("patched", 24), ("release", 25)):
-        props = dict([args.property.split("=", 1)]) if args.property and name == "patched" else None
+        chosen = args.property if name == "patched" else args.baseline_property if args.property else None
+        props = dict([chosen.split("=", 1)]) if chosen else None
         node = CassandraNode(index=index, heap=args.heap, workdir=run_dir("cassandra", f"ab-patch{index}"),
                              system_properties=props)
         if name == "release" and not args.property:

@@ -43,13 +43,12 @@ RING_SUPERUSER_SETUP_DELAY_MS = 500
 # Idle workers of Cassandra's shared request pool sleep-spin, waking every 10 us, for up to 10 ms
 # before parking: a client that sends one request at a time keeps one spinning between requests.
 # With the project's patch (patches/5.0.9/sep-worker-spin.patch) a small host parks them after
-# 50 us of spinning instead. Two instances side by side (127.0.0.24 with it, .25 without, 8
-# rounds alternating; scripts/ab_patch.py --property asgard.sep_stop_check_ns=50000, then
-# sequential 10 KiB put+get and 1 MiB gets): context switches per request 13.1 vs 21.0 (10 KiB)
-# and 16 vs 52 (1 MiB); 1 MiB gets/s 1.25x, server CPU per get 0.79x; 10 KiB ops/s 1.05x,
-# CPU/op 0.93x (A/A noise of those medians: +-15%). Hosts above SMALL_HOST_CPUS keep upstream's
-# spin, which trades CPU for latency under many concurrent clients. ASGARD_CASSANDRA_SEP_STOP_CHECK_NS
-# sets it for any host ("" for upstream's).
+# 50 us of spinning instead. Two instances side by side, 12 rounds alternating
+# (docs/results/issue13-sep-spin.txt; A/A in brackets): JVM context switches per 10 KiB put+get
+# 15.2 vs 28.3, server CPU per op 0.83x [0.99], ops/s 1.18x [1.01]; 64 MiB reads 1.23x MB/s
+# [1.03], server CPU per GB 0.65x [0.99]. Hosts above SMALL_HOST_CPUS keep upstream's spin, which
+# trades CPU for latency under many concurrent clients. ASGARD_CASSANDRA_SEP_STOP_CHECK_NS sets it
+# for any host ("" for upstream's).
 SMALL_HOST_CPUS = 4
 SMALL_HOST_SEP_STOP_CHECK_NS = 50_000
 
