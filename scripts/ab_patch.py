@@ -7,7 +7,8 @@ the per-round ratio patched / release (drift hits both alike, so the ratio is th
     PYTHONPATH=. python scripts/ab_patch.py --sizes-mib 1,64 --rounds 12
 
 With ``--property NAME=VALUE`` both instances run the patches, and "patched" is the one started
-with that system property (a patch that a property turns on, e.g. asgard.event_loop_requests=true).
+with that system property (a patch that a property turns on, e.g. asgard.sep_stop_check_ns=50000);
+``--baseline-property`` starts the other one with another value.
 """
 from __future__ import annotations
 

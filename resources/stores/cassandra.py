@@ -501,11 +501,11 @@ def _connect_once(contact_points: tuple[str, ...], port: int, username: str | No
         return session
 
 
-#: 0: a fresh process prepares before its first put and get, as before (A/B)
-UNPREPARED_FIRST = int(os.environ.get("ASGARD_CQL_UNPREPARED", "1"))
-#: how a fresh process sends its first put and get: "known" executes them by their prepared id,
-#: computed here (:func:`_known_prepared`); "text" sends their CQL text for the node to parse (A/B)
-FIRST_REQUESTS = os.environ.get("ASGARD_CQL_FIRST", "known")
+#: how a fresh process sends its first put and get (A/B): "known" executes them by their prepared
+#: id, computed here (:func:`_known_prepared`); "text" sends their CQL text for the node to parse;
+#: "prepare" prepares them first, a round trip more (also ASGARD_CQL_UNPREPARED=0, as before)
+FIRST_REQUESTS = os.environ.get("ASGARD_CQL_FIRST") or (
+    "prepare" if os.environ.get("ASGARD_CQL_UNPREPARED") == "0" else "known")
 #: 0: the session's pools connect after the control connection, as the driver does (A/B)
 PREOPEN = int(os.environ.get("ASGARD_CQL_PREOPEN", "1"))
 
@@ -1255,7 +1255,7 @@ class CassandraObjectStore(ObjectStore):
         warn = self._batch_warn
         batched = size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES or (
             warn is not None and size <= warn - BATCH_MARGIN_BYTES)
-        if UNPREPARED_FIRST and ("insert_head" not in self._prepared or "insert_index" not in self._prepared):
+        if FIRST_REQUESTS != "prepare" and ("insert_head" not in self._prepared or "insert_index" not in self._prepared):
             # a fresh process's first put: one round trip instead of three
             groups = ((head, index),) if batched else ((head,), (index,))
             written = self._write_first(*groups)
@@ -1318,7 +1318,7 @@ class CassandraObjectStore(ObjectStore):
 
     def _read_manifest(self, key: ObjectKey):
         row = None
-        if UNPREPARED_FIRST and "select_head" not in self._prepared:
+        if FIRST_REQUESTS != "prepare" and "select_head" not in self._prepared:
             row = self._read_head_first(key)  # a fresh process's first get: one round trip
         if row is None:
             row = self._run("select_head", (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
