@@ -89,7 +89,10 @@ def main():
     for n, kw in parse_variants(args.variant):
         # "_fast_read": the client's frame reader (a session of its own: part of the session key)
         cassandra_store.FAST_READ = int(kw.pop("_fast_read", 1))
+        in_place = kw.pop("_in_place", None)  # chunks received into the output buffer (1) or copied (0)
         store = open_peer("cassandra", **{**base, **kw})
+        if in_place is not None:
+            store.in_place_read = bool(in_place)
         store.ping()  # connects now, with this reader
         variants.append((n, store, ServerCpu([node])))
     peer = (args.peer, open_peer(args.peer, **deployment.store_kwargs(args.peer)), ServerCpu.for_backend(args.peer))

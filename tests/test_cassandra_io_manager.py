@@ -624,3 +624,46 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
         for t in (setup.qualified_table, setup.qualified_index):
             setup.session.execute(f"DROP TABLE IF EXISTS {t}")
 
+
+
+def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id):
+    """A multi-chunk output's chunks go from the socket into the reader's buffer (no copy through
+    the driver's bytes), both the ones larger than the connection's receive buffer and the short
+    last one; the checksums are still checked there, and a chunk of an unexpected length is
+    decoded the usual way and refused."""
+    from resources.stores.base import IN_PLACE
+
+    store = io_manager.store()
+    arr = np.random.default_rng(7).random((5 * store.chunk_size // 2) // 8)  # 2.5 chunks of 1 MiB
+    round_trip(io_manager, run_id, arr, step="big")
+    key = ObjectKey(f"run/{run_id}", "big/result")
+    manifest = store.read_manifest(key)
+    assert manifest.chunks == 3 and manifest.codec == "none"
+    seen = []
+    received = store._read_chunks_into
+
+    def counting(*args):
+        for index, data in received(*args):
+            seen.append((index, data is IN_PLACE))
+            yield index, data
+
+    store._read_chunks_into = counting
+    back, _ = store.get(key)
+    assert np.array_equal(back, arr) and back.flags.writeable
+    assert sorted(seen) == [(0, True), (1, True), (2, True)]
+
+    def damage(chunk, data):
+        store.session.execute(
+            f"UPDATE {store.qualified_table} SET data = %s WHERE scope = %s AND path = %s AND version = %s "
+            "AND grp = %s AND chunk = %s", (data, key.scope, key.path, manifest.version, chunk, chunk))
+
+    damage(2, b"\x01" * manifest.chunk_sizes[2])  # same length: received in place, then checked
+    seen.clear()
+    with pytest.raises(ChecksumMismatchError, match="Chunk 2 of .*big/result is corrupt"):
+        store.get(key)
+    assert (2, True) in seen
+    damage(2, b"\x01" * (manifest.chunk_sizes[2] + 100))  # another length: never written into the buffer
+    seen.clear()
+    with pytest.raises(ChecksumMismatchError, match="Chunk 2 of .*big/result is corrupt"):
+        store.get(key)
+    assert (2, False) in seen

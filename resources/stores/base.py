@@ -31,7 +31,7 @@ from .errors import (
     ChecksumMismatchError, CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError,
     StoreConfigError,
 )
-from .serde import Codec, Serializer, get_codec, get_serializer
+from .serde import Codec, NoCodec, Serializer, get_codec, get_serializer
 from .signing import PayloadSigner
 
 try:  # ISA-L's CRC-32: the same checksum as zlib's (old manifests still check), 18x faster here
@@ -169,6 +169,9 @@ def unpack_head(record: bytes, where: str = "") -> tuple[bytes, bytes | None]:
     rest = view[8 + length :]
     return manifest, (rest if len(rest) else None)
 
+
+#: what :meth:`ObjectStore._read_chunks_into` yields for a chunk it received into its target
+IN_PLACE = object()
 
 #: the serializer name in a stream's manifest: its one frame is the raw bytes
 STREAM_SERIALIZER = "stream"
@@ -323,6 +326,13 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
         """Yield ``(index, data)`` for chunks ``0..count-1``, in any order."""
+
+    def _read_chunks_into(self, key: ObjectKey, version: str, count: int,
+                          targets: list[memoryview]) -> Iterator[tuple[int, Any]]:
+        """:meth:`_read_chunks`, where a backend that can may receive chunk ``i`` straight into
+        ``targets[i]`` (its stored bytes, exactly that long) and yield ``(i, IN_PLACE)`` for it,
+        saving the copies between its socket and the output buffer."""
+        return self._read_chunks(key, version, count)
 
     @abc.abstractmethod
     def _write_manifest(self, key: ObjectKey, manifest: Manifest, inline: bytes | memoryview | None) -> None:
@@ -510,14 +520,22 @@ class ObjectStore(abc.ABC):
         for n in manifest.chunk_sizes:
             offsets.append(offsets[-1] + n)
         seen = set()
-        for index, data in self._read_chunks(key, manifest.version, manifest.chunks):
+        if self._codec_of(manifest).name == NoCodec.name:  # stored bytes are the output's: receivable in place
+            targets = [buffer[offsets[i] : offsets[i + 1]] for i in range(manifest.chunks)]
+            chunks = self._read_chunks_into(key, manifest.version, manifest.chunks, targets)
+        else:
+            chunks = self._read_chunks(key, manifest.version, manifest.chunks)
+        for index, data in chunks:
             if data is None:
                 raise ObjectMissingError(
                     self.uri(key) + f" (chunk {index})", self.ttl_seconds or None,
                     "Its chunks are gone although the manifest remains.",
                 )
-            raw = self._decode_chunk(key, manifest, index, data)
-            buffer[offsets[index] : offsets[index + 1]] = raw
+            if data is IN_PLACE:  # already in the buffer: checked there (checksum, signature)
+                self._decode_chunk(key, manifest, index, targets[index])
+            else:
+                raw = self._decode_chunk(key, manifest, index, data)
+                buffer[offsets[index] : offsets[index + 1]] = raw
             seen.add(index)
         if len(seen) != manifest.chunks:
             raise ObjectMissingError(self.uri(key), self.ttl_seconds or None, "Some chunks are missing.")

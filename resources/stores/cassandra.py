@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 import time
 from typing import Any, Iterator
 
-from .base import MiB, ObjectKey, ObjectStore
+from .base import IN_PLACE, MiB, ObjectKey, ObjectStore
 from .errors import SchemaLayoutError, StoreConfigError, StoreFullError, StoreUnavailableError
 
 # the columns (and their kind) of the two tables: a table of another layout is refused by name
@@ -258,6 +259,51 @@ READ_BUFFER_BYTES = BUFFER_BYTES
 FIRST_READ_BUFFER_BYTES = min(64 * 1024, READ_BUFFER_BYTES)
 # 0: the driver's own frame reading (for comparison: scripts/ab_store.py variant {"_fast_read": 0})
 FAST_READ = int(os.environ.get("ASGARD_CQL_FASTREAD", "1"))
+# 0: chunks decoded by the driver and copied, not received in place (A/B: scripts/ab_store.py)
+IN_PLACE_READ = int(os.environ.get("ASGARD_CQL_INPLACE", "1"))
+
+
+class _Sink:
+    """Where a chunk read's one blob is received: ``view``, exactly the blob's length (the
+    output buffer's slice for the chunk). ``filled`` once every byte is there; a response of
+    another shape (an error, no row, another length) is decoded the usual way instead."""
+
+    __slots__ = ("view", "filled")
+
+    def __init__(self, view: memoryview):
+        self.view, self.filled = view, False
+
+
+#: the sink of the request this thread sends next (set around one ``execute_async``)
+_next_sink = threading.local()
+_RESULT_OPCODE, _ROWS_KIND, _GLOBAL_TABLES_SPEC, _NO_METADATA = 0x08, 2, 0x0001, 0x0004
+_BLOB_TYPE = 0x0003
+_INTS3 = struct.Struct(">iii")
+
+
+def _one_blob_prefix(buf, at: int, end: int) -> tuple[int, int] | None:
+    """``(prefix length, blob length)`` if ``buf[at:end]`` starts a protocol v3/v4 RESULT body of
+    ROWS holding one row of one blob column, the blob being all that follows the prefix (the
+    driver never asks to skip the metadata, so the node sends it); None for anything else."""
+    if end - at < 12:
+        return None
+    kind, flags, columns = _INTS3.unpack_from(buf, at)
+    if kind != _ROWS_KIND or columns != 1 or flags not in (_GLOBAL_TABLES_SPEC, _NO_METADATA):
+        return None
+    pos = at + 12
+    strings = 3 if flags == _GLOBAL_TABLES_SPEC else 0  # keyspace, table, column name
+    for _ in range(strings):
+        if end - pos < 2:
+            return None
+        pos += 2 + int.from_bytes(buf[pos:pos + 2], "big")
+    if strings:
+        if end - pos < 2 or int.from_bytes(buf[pos:pos + 2], "big") != _BLOB_TYPE:
+            return None
+        pos += 2
+    if end - pos < 8:
+        return None
+    rows, length = struct.unpack_from(">ii", buf, pos)
+    return (pos + 8 - at, length) if rows == 1 else None
 
 
 def _connection_class():
@@ -286,6 +332,40 @@ def _fast_read_connection_class(base):
 
     class FastReadConnection(base):
         _rbuf = None
+        _sinks: dict | None = None
+
+        def send_msg(self, msg, request_id, cb, *args, **kwargs):
+            sink = getattr(_next_sink, "sink", None)
+            if sink is None or not self._fast():
+                return base.send_msg(self, msg, request_id, cb, *args, **kwargs)
+            _next_sink.sink = None  # this request's, no other's
+            if self._sinks is None:
+                self._sinks = {}
+            self._sinks[request_id] = sink  # before sending: the reply cannot come first
+            try:
+                return base.send_msg(self, msg, request_id, cb, *args, **kwargs)
+            except BaseException:
+                self._sinks.pop(request_id, None)
+                raise
+
+        def _take_sink(self, frame, body_len: int, at: int):
+            """``(sink, prefix length)`` of ``frame``'s request if the reply is one row of one blob
+            of the sink's length, its body's first bytes at ``at`` in the receive buffer; else None
+            (decoded the usual way). The sink is dropped either way: one reply per request."""
+            sink = self._sinks.pop(frame.stream, None) if self._sinks else None
+            if (sink is None or frame.flags or frame.opcode != _RESULT_OPCODE
+                    or frame.stream not in self._requests):  # not in it: timed out, the reply is dropped
+                return None
+            shape = _one_blob_prefix(self._rbuf, at, min(self._rend, at + body_len))
+            if shape is None or shape[1] != sink.view.nbytes or shape[0] + shape[1] != body_len:
+                return None
+            return sink, shape[0]
+
+        def _sunk(self, frame, sink, prefix: bytes):
+            """Hand the request its reply with the blob left out (received into the sink)."""
+            sink.filled = True
+            body = prefix[:-4] + b"\x00\x00\x00\x00"  # the blob: zero bytes long
+            self.process_msg(_Frame(frame.version, frame.flags, frame.stream, frame.opcode, 9, 9 + len(body)), body)
 
         def _fast(self) -> bool:
             return self.protocol_version < 5 and self.ssl_context is None and not self.ssl_options
@@ -300,7 +380,7 @@ def _fast_read_connection_class(base):
                 self._rbuf = bytearray(FIRST_READ_BUFFER_BYTES)
                 self._rview = memoryview(self._rbuf)
                 self._rstart = self._rend = 0
-                self._big = self._big_frame = self._big_store = None
+                self._big = self._big_frame = self._big_store = self._big_sink = None
                 self._big_pos = 0
             sock = self._socket
             try:
@@ -313,7 +393,12 @@ def _fast_read_connection_class(base):
                         if self._big_pos == len(self._big):
                             frame, body = self._big_frame, self._big
                             self._big_frame = None
-                            self.process_msg(frame, body)
+                            if self._big_sink is not None:
+                                sink, prefix = self._big_sink
+                                self._big_sink = None
+                                self._sunk(frame, sink, prefix)
+                            else:
+                                self.process_msg(frame, body)
                         continue
                     if self._rend == len(self._rbuf):  # compact: unparsed bytes to the front
                         left = self._rend - self._rstart
@@ -338,7 +423,13 @@ def _fast_read_connection_class(base):
                 have = self._rend - start - 9
                 if have >= body_len:
                     self._rstart = start + 9 + body_len
-                    self.process_msg(frame, bytes(view[start + 9:self._rstart]))
+                    taken = self._take_sink(frame, body_len, start + 9) if self._sinks else None
+                    if taken is not None:
+                        sink, prefix = taken
+                        sink.view[:] = view[start + 9 + prefix:self._rstart]
+                        self._sunk(frame, sink, bytes(view[start + 9:start + 9 + prefix]))
+                    else:
+                        self.process_msg(frame, bytes(view[start + 9:self._rstart]))
                 elif len(buf) < READ_BUFFER_BYTES and 9 + body_len > len(buf):
                     # the first frame over the first buffer: the full-size buffer from now on,
                     # the frame's bytes so far at its front (the reading loop receives the rest)
@@ -349,7 +440,19 @@ def _fast_read_connection_class(base):
                     return
                 elif 9 + body_len > len(buf):  # larger than the buffer: straight into the body buffer
                     # reused from frame to frame (the decoder copies out of it); a fresh one per
-                    # frame page-faulted as much as the copies it saved (64 MiB read, client CPU)
+                    # frame page-faulted as much as the copies it saved (64 MiB read, client CPU).
+                    # A chunk read with a sink: its blob straight into the output buffer instead.
+                    taken = self._take_sink(frame, body_len, start + 9) if self._sinks else None
+                    if taken is not None:
+                        sink, prefix = taken
+                        at = start + 9 + prefix
+                        self._big = sink.view
+                        self._big_pos = self._rend - at
+                        self._big[:self._big_pos] = view[at:self._rend]
+                        self._big_sink = (sink, bytes(view[start + 9:at]))
+                        self._big_frame = frame
+                        self._rstart = self._rend = 0
+                        return
                     if self._big_store is None or len(self._big_store) < body_len:
                         self._big_store = bytearray(body_len)
                     self._big = memoryview(self._big_store)[:body_len]
@@ -729,6 +832,9 @@ class CassandraObjectStore(ObjectStore):
     backend = "cassandra"
     # Cassandra refuses mutations over half a commitlog segment (32 MiB by default)
     max_chunk_size = 15 * MiB
+
+    #: chunks received straight into the output buffer (False: decoded by the driver, then copied)
+    in_place_read = bool(IN_PLACE_READ)
 
     def __init__(
         self,
@@ -1134,11 +1240,13 @@ class CassandraObjectStore(ObjectStore):
             for _ in self._pipelined((i, name, params) for i, (name, params) in enumerate(requests)):
                 pass
 
-    def _pipelined(self, items: Iterator[tuple[Any, str, tuple]]) -> Iterator[tuple[Any, list]]:
+    def _pipelined(self, items: Iterator[tuple[Any, str, tuple]],
+                   sinks: dict[Any, _Sink] | None = None) -> Iterator[tuple[Any, list]]:
         """Run prepared statements ``(tag, name, params)`` with at most ``concurrency`` requests in
         flight, yielding ``(tag, rows)`` as they complete. The next item is not pulled until a
         slot frees (backpressure); a request the driver refuses because its socket is full
-        ("Connection ... is overloaded") is retried after a short pause instead of failing."""
+        ("Connection ... is overloaded") is retried after a short pause instead of failing.
+        A request whose tag has a sink in ``sinks`` may have its blob received into it."""
         import queue
         from collections import deque
 
@@ -1151,7 +1259,11 @@ class CassandraObjectStore(ObjectStore):
         exhausted, in_flight = False, 0
 
         def submit(tag, statement, params, attempt):
-            future = session.execute_async(statement, params, timeout=self.request_timeout)
+            _next_sink.sink = sinks.get(tag) if sinks else None
+            try:
+                future = session.execute_async(statement, params, timeout=self.request_timeout)
+            finally:
+                _next_sink.sink = None
             pending[id(future)] = future
             future.add_callbacks(
                 lambda rows, f=id(future): done.put((f, tag, statement, params, attempt, rows, None)),
@@ -1238,6 +1350,21 @@ class CassandraObjectStore(ObjectStore):
         items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
         for i, rows in self._pipelined(items):  # a callback's rows: a list
             yield i, (rows[0].data if rows else None)
+
+    def _read_chunks_into(self, key: ObjectKey, version: str, count: int,
+                          targets: list[memoryview]) -> Iterator[tuple[int, Any]]:
+        """Each chunk's blob received from the socket straight into its target, on a connection
+        that reads frames itself (``_fast_read_connection_class``): one copy (the kernel's), not
+        four (into the frame buffer, into the driver's ``bytes``, into the output buffer). A reply
+        of another shape comes decoded as usual and is copied by the caller."""
+        per = self.chunks_per_partition
+        sinks = {i: _Sink(targets[i]) for i in range(count)} if FAST_READ and self.in_place_read else None
+        items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
+        for i, rows in self._pipelined(items, sinks):
+            if sinks is not None and sinks[i].filled:
+                yield i, IN_PLACE
+            else:
+                yield i, (rows[0].data if rows else None)
 
     def _write_manifest(self, key: ObjectKey, manifest, inline) -> None:
         groups = 0 if inline is not None else self.groups(manifest.chunks)
