@@ -323,11 +323,16 @@ def test_chunk_corrupted_in_place_is_detected(io_manager, run_id):
         store.get(key)
 
 
-def test_inline_data_corrupted_in_place_is_detected(io_manager, run_id):
+@pytest.mark.parametrize("value", [{"small": list(range(100))}, b"\x07" * (600 * 1024)])
+def test_inline_data_corrupted_in_place_is_detected(io_manager, run_id, value):
+    """Small inline data is decoded by the driver; large (600 KiB, one row) is received into a
+    buffer of its own: damage is found either way."""
     store = io_manager.store()
-    round_trip(io_manager, run_id, {"small": list(range(100))}, step="victim")
+    round_trip(io_manager, run_id, value, step="victim")
     key = ObjectKey(f"run/{run_id}", "victim/result")
     assert store.read_manifest(key).inline
+    received = store._read_manifest(key)[1]
+    assert isinstance(received, memoryview) and not received.readonly if len(value) > 1000 else isinstance(received, bytes)
     row = store.session.execute(
         f"SELECT data FROM {store.qualified_table} WHERE scope = %s AND path = %s AND version = '' AND grp = 0 "
         "AND chunk = 0", (key.scope, key.path)).one()

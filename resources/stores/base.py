@@ -341,7 +341,8 @@ class ObjectStore(abc.ABC):
 
     @abc.abstractmethod
     def _read_manifest(self, key: ObjectKey) -> tuple[bytes, bytes | memoryview | None] | None:
-        """``(manifest, inline data or None)``, or ``None`` if the key has no manifest."""
+        """``(manifest, inline data or None)``, or ``None`` if the key has no manifest. Inline data
+        as a writable buffer is the caller's alone (received for this read): used without a copy."""
 
     @abc.abstractmethod
     def _delete_key(self, key: ObjectKey) -> None:
@@ -474,8 +475,10 @@ class ObjectStore(abc.ABC):
             manifest, inline = head
             try:
                 if manifest.inline:
-                    # a writable copy (small): arrays unpickled from it must not come back read-only
-                    buffer = bytearray(self._decode_chunk(key, manifest, 0, inline if inline is not None else b""))
+                    raw = self._decode_chunk(key, manifest, 0, inline if inline is not None else b"")
+                    # writable: arrays unpickled from it must not come back read-only. A writable
+                    # buffer from _read_manifest is this read's own (received into), used as is
+                    buffer = raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw)
                 else:
                     buffer = self._assemble(key, manifest)
                 break

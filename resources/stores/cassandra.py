@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any, Iterator
 
-from .base import IN_PLACE, MiB, ObjectKey, ObjectStore
+from .base import IN_PLACE, MiB, ObjectKey, ObjectStore, output_buffer
 from .errors import SchemaLayoutError, StoreConfigError, StoreFullError, StoreUnavailableError
 
 # the columns (and their kind) of the two tables: a table of another layout is refused by name
@@ -264,14 +264,21 @@ IN_PLACE_READ = int(os.environ.get("ASGARD_CQL_INPLACE", "1"))
 
 
 class _Sink:
-    """Where a chunk read's one blob is received: ``view``, exactly the blob's length (the
-    output buffer's slice for the chunk). ``filled`` once every byte is there; a response of
-    another shape (an error, no row, another length) is decoded the usual way instead."""
+    """Where a read's last blob column is received: ``view``, exactly the blob's length (the
+    output buffer's slice for a chunk), or, if None, a fresh output buffer made for a blob of
+    ``min_bytes`` or more (an object's head row, its size unknown until it comes). ``filled``
+    once every byte is there; a reply of another shape (an error, no row, another length) is
+    decoded the usual way instead."""
 
-    __slots__ = ("view", "filled")
+    __slots__ = ("view", "min_bytes", "filled")
 
-    def __init__(self, view: memoryview):
-        self.view, self.filled = view, False
+    def __init__(self, view: memoryview | None = None, min_bytes: int = 0):
+        self.view, self.min_bytes, self.filled = view, min_bytes, False
+
+
+#: an inline object's data of this size or more is received straight into its output buffer
+#: (below, the driver's copies cost less than making a buffer for it)
+HEAD_SINK_BYTES = 64 * 1024
 
 
 #: the sink of the request this thread sends next (set around one ``execute_async``)
@@ -281,29 +288,40 @@ _BLOB_TYPE = 0x0003
 _INTS3 = struct.Struct(">iii")
 
 
-def _one_blob_prefix(buf, at: int, end: int) -> tuple[int, int] | None:
+def _last_blob_prefix(buf, at: int, end: int) -> tuple[int, int] | None:
     """``(prefix length, blob length)`` if ``buf[at:end]`` starts a protocol v3/v4 RESULT body of
-    ROWS holding one row of one blob column, the blob being all that follows the prefix (the
-    driver never asks to skip the metadata, so the node sends it); None for anything else."""
+    ROWS holding one row of blob columns (the driver never asks to skip the metadata, so the
+    node sends it), its last column's bytes being what follows the prefix; None for anything
+    else, or if the prefix is not all in ``buf[at:end]`` yet."""
     if end - at < 12:
         return None
     kind, flags, columns = _INTS3.unpack_from(buf, at)
-    if kind != _ROWS_KIND or columns != 1 or flags not in (_GLOBAL_TABLES_SPEC, _NO_METADATA):
+    if kind != _ROWS_KIND or columns < 1 or flags not in (_GLOBAL_TABLES_SPEC, _NO_METADATA):
         return None
     pos = at + 12
-    strings = 3 if flags == _GLOBAL_TABLES_SPEC else 0  # keyspace, table, column name
-    for _ in range(strings):
-        if end - pos < 2:
-            return None
-        pos += 2 + int.from_bytes(buf[pos:pos + 2], "big")
-    if strings:
-        if end - pos < 2 or int.from_bytes(buf[pos:pos + 2], "big") != _BLOB_TYPE:
-            return None
-        pos += 2
-    if end - pos < 8:
+    if flags == _GLOBAL_TABLES_SPEC:
+        for i in range(2 + 2 * columns):  # keyspace, table, then each column's name and type
+            if end - pos < 2:
+                return None
+            field = int.from_bytes(buf[pos:pos + 2], "big")
+            if i >= 2 and i % 2 == 1:  # a type: an option id, blob's has no parameters
+                if field != _BLOB_TYPE:
+                    return None
+                pos += 2
+            else:
+                pos += 2 + field
+    if end - pos < 4 or int.from_bytes(buf[pos:pos + 4], "big") != 1:  # one row
         return None
-    rows, length = struct.unpack_from(">ii", buf, pos)
-    return (pos + 8 - at, length) if rows == 1 else None
+    pos += 4
+    for _ in range(columns - 1):  # the cells before the last ([bytes]: length, -1 for null)
+        if end - pos < 4:
+            return None
+        length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+        pos += 4 + max(length, 0)
+    if end - pos < 4:
+        return None
+    length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    return (pos + 4 - at, length) if length >= 0 else None
 
 
 def _connection_class():
@@ -356,8 +374,14 @@ def _fast_read_connection_class(base):
             if (sink is None or frame.flags or frame.opcode != _RESULT_OPCODE
                     or frame.stream not in self._requests):  # not in it: timed out, the reply is dropped
                 return None
-            shape = _one_blob_prefix(self._rbuf, at, min(self._rend, at + body_len))
-            if shape is None or shape[1] != sink.view.nbytes or shape[0] + shape[1] != body_len:
+            shape = _last_blob_prefix(self._rbuf, at, min(self._rend, at + body_len))
+            if shape is None or shape[0] + shape[1] != body_len:
+                return None
+            if sink.view is None:
+                if shape[1] < sink.min_bytes:
+                    return None
+                sink.view = output_buffer(shape[1])
+            elif shape[1] != sink.view.nbytes:
                 return None
             return sink, shape[0]
 
@@ -1448,18 +1472,36 @@ class CassandraObjectStore(ObjectStore):
         if FIRST_REQUESTS != "prepare" and "select_head" not in self._prepared:
             row = self._read_head_first(key)  # a fresh process's first get: one round trip
         if row is None:
-            row = self._run("select_head", (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
+            sink = self._head_sink()
+            stmt = self._statement("select_head")  # prepared first, if it must be: the sink is the read's
+            row = self._into(sink, self._execute, self.session, stmt,
+                             (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
         elif row is False:
             row = None
+        else:
+            row, sink = row
         if row is None or row.manifest is None:
             return None
-        return row.manifest, row.data
+        # a large inline object came into a buffer of its own: the reader's, used as is
+        return row.manifest, (sink.view if sink is not None and sink.filled else row.data)
+
+    def _head_sink(self) -> _Sink | None:
+        return _Sink(min_bytes=HEAD_SINK_BYTES) if FAST_READ and self.in_place_read else None
+
+    @staticmethod
+    def _into(sink: _Sink | None, send, *args):
+        """``send(*args)``, its one request's last blob received into ``sink`` if it can be."""
+        _next_sink.sink = sink
+        try:
+            return send(*args)
+        finally:
+            _next_sink.sink = None
 
     def _read_head_first(self, key: ObjectKey):
         """The head row of ``key`` read without preparing first: by the statement's known id
-        (:meth:`_known`), or else as text (its statement then prepared in the background). The
-        row, False for no row, or None if the node refused the statement (a missing table: the
-        prepared path creates it)."""
+        (:meth:`_known`), or else as text (its statement then prepared in the background).
+        ``(row, its sink)``, False for no row, or None if the node refused the statement (a
+        missing table: the prepared path creates it)."""
         from cassandra import ConsistencyLevel, InvalidRequest
         from cassandra.cqltypes import Int32Type, UTF8Type
         from cassandra.query import SimpleStatement
@@ -1479,15 +1521,16 @@ class CassandraObjectStore(ObjectStore):
                                    keyspace=self.keyspace, is_idempotent=True)
             stmt.routing_key = [UTF8Type.serialize(key.scope, version), UTF8Type.serialize(key.path, version),
                                 UTF8Type.serialize(HEAD_VERSION, version), Int32Type.serialize(HEAD_GROUP, version)]
+        sink = self._head_sink()
         try:
-            row = self._execute(session, stmt, None if known is not None else params).one()
+            row = self._into(sink, self._execute, session, stmt, None if known is not None else params).one()
         except InvalidRequest:
             return None
         if known is not None:
             self._prepared["select_head"] = known
         else:
             self._prepare_later(session, "select_head")
-        return False if row is None else row
+        return False if row is None else (row, sink)
 
     def _index(self, scope: str, path: str | None = None) -> list:
         if path is None:
