@@ -672,3 +672,52 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id)
     with pytest.raises(ChecksumMismatchError, match="Chunk 2 of .*big/result is corrupt"):
         store.get(key)
     assert (2, False) in seen
+
+
+def _rows_body(cells, keyspace=b"asgard", table=b"objects"):
+    """A protocol v4 RESULT ROWS body as a node sends it: global table spec, blob columns."""
+    import struct
+
+    def string(b):
+        return struct.pack(">H", len(b)) + b
+
+    body = struct.pack(">iii", 2, 0x0001, len(cells)) + string(keyspace) + string(table)
+    for i in range(len(cells)):
+        body += string(f"c{i}".encode()) + struct.pack(">H", 0x0003)
+    body += struct.pack(">i", 1)
+    for cell in cells:
+        body += struct.pack(">i", -1) if cell is None else struct.pack(">i", len(cell)) + cell
+    return body
+
+
+@pytest.mark.parametrize("cells", [[b"hello"], [b"manifest", b"data" * 100], [None, b"x"]])
+def test_reply_parser_finds_the_last_blob_and_never_guesses(cells):
+    """The receive path hands a blob to the output buffer only when the reply is one row whose
+    last column is that blob; a truncated prefix, another shape, or noise gives None, never an
+    exception in the driver's event loop."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hst
+
+    from resources.stores.cassandra import _last_blob_prefix
+
+    body = _rows_body(cells)
+    prefix = len(body) - len(cells[-1])
+    assert _last_blob_prefix(body, 0, len(body)) == (prefix, len(cells[-1]))
+    shifted = b"\xff" * 7 + body  # at an offset in a receive buffer
+    assert _last_blob_prefix(shifted, 7, len(shifted)) == (prefix, len(cells[-1]))
+    for cut in range(prefix):  # the prefix not all received yet
+        assert _last_blob_prefix(body, 0, cut) is None
+    two_rows = bytearray(body)
+    rows_at = prefix - 4 - sum(4 + len(c or b"") for c in cells[:-1]) - 4  # the row count
+    assert two_rows[rows_at:rows_at + 4] == b"\x00\x00\x00\x01"
+    two_rows[rows_at:rows_at + 4] = b"\x00\x00\x00\x02"
+    assert _last_blob_prefix(bytes(two_rows), 0, len(two_rows)) is None
+    assert _last_blob_prefix(_rows_body([b"a", b"b"]).replace(b"\x00\x03", b"\x00\x0d", 1), 0, 100) is None  # text
+
+    @settings(max_examples=300, deadline=None)
+    @given(hst.binary(max_size=200))
+    def noise(data):
+        found = _last_blob_prefix(data, 0, len(data))
+        assert found is None or (found[0] <= len(data) and found[1] >= 0)
+
+    noise()
