@@ -33,6 +33,8 @@ import uuid
 
 import numpy as np
 
+from resources.process import ThreadCpuClock
+
 from resources.stores import ObjectKey
 from resources.stores.registry import open_store
 
@@ -141,10 +143,12 @@ def open_peer(name: str, **kwargs):
 
 
 class ServerCpu:
-    """CPU seconds (user + system) of the server processes behind a backend, from /proc."""
+    """CPU seconds of the server processes behind a backend, from their threads' run times in
+    /proc (to the nanosecond: :class:`~resources.process.ThreadCpuClock`), for differences."""
 
     def __init__(self, servers: list):
         self.servers = servers
+        self._clocks: dict[int, ThreadCpuClock] = {}
 
     @classmethod
     def for_backend(cls, backend: str, cassandra_nodes: list | None = None, deployment=None) -> "ServerCpu":
@@ -158,7 +162,15 @@ class ServerCpu:
     def seconds(self) -> float | None:
         if not self.servers:
             return None
-        return sum(server.cpu_seconds() for server in self.servers)
+        total = 0.0
+        for server in self.servers:
+            if not hasattr(server, "pid"):  # a group of processes: their totals
+                total += server.cpu_seconds()
+                continue
+            pid = server.pid()
+            if pid is not None:  # a restarted server is a new process: a new clock
+                total += self._clocks.setdefault(pid, ThreadCpuClock(pid)).seconds()
+        return total
 
 
 #: A server counts as idle once it spends under this share of one core over SETTLE_WINDOW_S.
@@ -221,6 +233,8 @@ def _throughput(store, size_mib: int, repeat: int, cpu: ServerCpu) -> dict:
 _FIRST_PUT_PROBE = r"""
 import json, os, sys, time
 import numpy as np
+
+from resources.process import ThreadCpuClock
 from resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 # what a step process has imported with its code location: the package and every client library

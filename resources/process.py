@@ -311,6 +311,33 @@ def process_cpu_seconds(pid: int) -> float:
     return max(ticks, ns / 1e9)
 
 
+class ThreadCpuClock:
+    """CPU seconds of process ``pid`` to the nanosecond, for differences between readings: the sum
+    of each thread's ``schedstat`` run time, a thread that has exited counted at its last reading.
+
+    :func:`process_cpu_seconds` is a total; its difference over a short span (one 1 MiB read, a
+    few ms of server CPU) moves in whole 10 ms ticks, and read 0.00 s/GB for a JVM whose exited
+    threads keep its tick count above the live threads' run time. Only a thread that starts and
+    exits between two readings is missed (none in a serving JVM, Redis or MinIO here)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._last: dict[int, int] = {}  # thread id -> run time (ns) at its last reading
+
+    def seconds(self) -> float:
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except FileNotFoundError:  # the process is gone: what it had run by the last reading
+            tids = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                    self._last[int(tid)] = int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+                continue  # exited between listing and reading: its last reading stands
+        return sum(self._last.values()) / 1e9
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     import socket
 
