@@ -631,6 +631,28 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
 
 
 
+def test_a_step_can_modify_a_large_inline_input_in_place(io_manager):
+    """An output of one row (under a chunk, over 64 KiB) is received into a buffer of its own,
+    handed to the downstream asset without a copy: writable and exact, in a real run."""
+    from dagster import asset, materialize
+
+    n = 600 * 1024 // 8
+
+    @asset
+    def readings() -> np.ndarray:
+        return np.arange(n, dtype=np.float64)
+
+    @asset
+    def scaled(readings: np.ndarray) -> float:
+        assert readings.flags.writeable
+        readings *= 3
+        return float(readings[-1])
+
+    result = materialize([readings, scaled], resources={"io_manager": io_manager})
+    assert result.success and result.output_for_node("scaled") == 3.0 * (n - 1)
+    assert io_manager.store().read_manifest(ObjectKey.for_asset(["readings"])).inline
+
+
 def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id):
     """A multi-chunk output's chunks go from the socket into the reader's buffer (no copy through
     the driver's bytes), both the ones larger than the connection's receive buffer and the short

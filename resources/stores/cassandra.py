@@ -1283,11 +1283,8 @@ class CassandraObjectStore(ObjectStore):
         exhausted, in_flight = False, 0
 
         def submit(tag, statement, params, attempt):
-            _next_sink.sink = sinks.get(tag) if sinks else None
-            try:
-                future = session.execute_async(statement, params, timeout=self.request_timeout)
-            finally:
-                _next_sink.sink = None
+            future = self._into(sinks.get(tag) if sinks else None, session.execute_async, statement, params,
+                                timeout=self.request_timeout)
             pending[id(future)] = future
             future.add_callbacks(
                 lambda rows, f=id(future): done.put((f, tag, statement, params, attempt, rows, None)),
@@ -1489,11 +1486,11 @@ class CassandraObjectStore(ObjectStore):
         return _Sink(min_bytes=HEAD_SINK_BYTES) if FAST_READ and self.in_place_read else None
 
     @staticmethod
-    def _into(sink: _Sink | None, send, *args):
-        """``send(*args)``, its one request's last blob received into ``sink`` if it can be."""
+    def _into(sink: _Sink | None, send, *args, **kwargs):
+        """``send(*args, **kwargs)``, its one request's last blob received into ``sink`` if it can be."""
         _next_sink.sink = sink
         try:
-            return send(*args)
+            return send(*args, **kwargs)
         finally:
             _next_sink.sink = None
 
