@@ -1367,21 +1367,18 @@ class CassandraObjectStore(ObjectStore):
             pass
 
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
-        per = self.chunks_per_partition
-        items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
-        for i, rows in self._pipelined(items):  # a callback's rows: a list
-            yield i, (rows[0].data if rows else None)
+        return self._read_chunks_into(key, version, count, None)
 
     def _read_chunks_into(self, key: ObjectKey, version: str, count: int,
-                          targets: list[memoryview]) -> Iterator[tuple[int, Any]]:
+                          targets: list[memoryview] | None) -> Iterator[tuple[int, Any]]:
         """Each chunk's blob received from the socket straight into its target, on a connection
         that reads frames itself (``_fast_read_connection_class``): one copy (the kernel's), not
         four (into the frame buffer, into the driver's ``bytes``, into the output buffer). A reply
-        of another shape comes decoded as usual and is copied by the caller."""
+        of another shape, or no ``targets``, comes decoded as usual for the caller to copy."""
         per = self.chunks_per_partition
-        sinks = {i: _Sink(targets[i]) for i in range(count)} if FAST_READ and self.in_place_read else None
+        sinks = {i: _Sink(targets[i]) for i in range(count)} if targets and self._receives_in_place else None
         items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
-        for i, rows in self._pipelined(items, sinks):
+        for i, rows in self._pipelined(items, sinks):  # a callback's rows: a list
             if sinks is not None and sinks[i].filled:
                 yield i, IN_PLACE
             else:
@@ -1482,8 +1479,12 @@ class CassandraObjectStore(ObjectStore):
         # a large inline object came into a buffer of its own: the reader's, used as is
         return row.manifest, (sink.view if sink is not None and sink.filled else row.data)
 
+    @property
+    def _receives_in_place(self) -> bool:
+        return bool(FAST_READ and self.in_place_read)
+
     def _head_sink(self) -> _Sink | None:
-        return _Sink(min_bytes=HEAD_SINK_BYTES) if FAST_READ and self.in_place_read else None
+        return _Sink(min_bytes=HEAD_SINK_BYTES) if self._receives_in_place else None
 
     @staticmethod
     def _into(sink: _Sink | None, send, *args, **kwargs):
