@@ -84,7 +84,9 @@ def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     assert not put.manifest.inline and put.manifest.chunks == 4
     assert store.get(key)[0] == blob
     log = (node2.workdir / "logs" / "system.log").read_text(errors="replace")
-    assert "asgard patch local-read-buffer-slack" in log
+    # the coordinator's own reads keep their rows (local-read-keep-rows); the serialize that
+    # local-read-buffer-slack sizes is left to replicas answering another node (a ring)
+    assert "asgard patch local-read-keep-rows: local reads keep their rows" in log
     # the request pool's idle workers: parked after 50 us of spinning on a small host (the
     # patched class read the property the launcher set), upstream's 10 ms on a larger one
     from resources.cassandra.node import SMALL_HOST_CPUS, SMALL_HOST_SEP_STOP_CHECK_NS
@@ -94,6 +96,79 @@ def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     assert (flag in argv) == small, argv
     assert (f"stop after {SMALL_HOST_SEP_STOP_CHECK_NS} ns of spinning" in log) == small
     store.purge_scope(key.scope)
+
+
+def test_local_reads_that_keep_their_rows_answer_every_query_shape_as_before(node2):
+    """The patch local-read-keep-rows hands the coordinator's own replica's rows over as read,
+    with no serialize and parse in between. Every shape of read still answers as Cassandra's
+    own semantics say, from memtables and again from sstables: partitions with static columns,
+    a deleted row, a range tombstone, an expired cell, a deleted partition, reversed order,
+    IN over partitions, a slice, paging, a range scan, an aggregate, large cells, and a counter
+    table (which keeps the serialized path)."""
+    import time
+
+    from cassandra.query import SimpleStatement
+
+    from resources.stores.cassandra import CassandraObjectStore
+
+    store = CassandraObjectStore(contact_points=[node2.address], keyspace="asgard_keep_rows")
+    session = store.session
+    session.execute("CREATE KEYSPACE IF NOT EXISTS asgard_keep_rows "
+                    "WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    session.execute("CREATE TABLE IF NOT EXISTS asgard_keep_rows.shapes "
+                    "(p int, c int, s text static, v blob, n int, PRIMARY KEY (p, c))")
+    session.execute("CREATE TABLE IF NOT EXISTS asgard_keep_rows.hits (p int PRIMARY KEY, n counter)")
+    session.execute("TRUNCATE asgard_keep_rows.shapes")
+    session.execute("TRUNCATE asgard_keep_rows.hits")
+    insert = session.prepare("INSERT INTO asgard_keep_rows.shapes (p, c, s, v, n) VALUES (?, ?, ?, ?, ?)")
+    model: dict[int, dict[int, tuple[bytes, int | None]]] = {}
+    statics = {}
+    for p in range(5):
+        statics[p] = f"static-{p}"
+        for c in range(10):
+            value = os.urandom(1 << 20 if (p, c) in {(0, 4), (2, 9)} else 100 + 37 * c)
+            session.execute(insert, (p, c, statics[p], value, p * 100 + c))
+            model.setdefault(p, {})[c] = (value, p * 100 + c)
+    session.execute("DELETE FROM asgard_keep_rows.shapes WHERE p = 1 AND c = 3")
+    del model[1][3]
+    session.execute("DELETE FROM asgard_keep_rows.shapes WHERE p = 2 AND c >= 5 AND c < 8")
+    for c in (5, 6, 7):
+        del model[2][c]
+    session.execute("UPDATE asgard_keep_rows.shapes USING TTL 1 SET n = 7 WHERE p = 3 AND c = 0")
+    model[3][0] = (model[3][0][0], None)
+    session.execute("DELETE FROM asgard_keep_rows.shapes WHERE p = 4")
+    del model[4], statics[4]
+    for _ in range(2):
+        session.execute("UPDATE asgard_keep_rows.hits SET n = n + 5 WHERE p = 1")
+    time.sleep(2.2)  # the TTL'd cell has expired
+
+    def rows(p):
+        return [(c, value, n) for c, (value, n) in sorted(model[p].items())]
+
+    def check(where: str):
+        for p in model:
+            got = session.execute(f"SELECT c, s, v, n FROM asgard_keep_rows.shapes WHERE p = {p}").all()
+            assert [(r.c, r.v, r.n) for r in got] == rows(p), (where, p)
+            assert {r.s for r in got} == {statics[p]}, (where, p)
+        desc = session.execute("SELECT c, v FROM asgard_keep_rows.shapes WHERE p = 2 ORDER BY c DESC").all()
+        assert [(r.c, r.v) for r in desc] == [(c, v) for c, v, _ in reversed(rows(2))], where
+        many = session.execute("SELECT p, c FROM asgard_keep_rows.shapes WHERE p IN (0, 1, 2, 4)").all()
+        assert [(r.p, r.c) for r in many] == [(p, c) for p in (0, 1, 2) for c, _, _ in rows(p)], where
+        sliced = session.execute("SELECT c FROM asgard_keep_rows.shapes WHERE p = 1 AND c > 2 AND c <= 6").all()
+        assert [r.c for r in sliced] == [c for c, _, _ in rows(1) if 2 < c <= 6], where
+        paged = session.execute(SimpleStatement("SELECT c, v FROM asgard_keep_rows.shapes WHERE p = 0", fetch_size=3))
+        assert [(r.c, r.v) for r in paged] == [(c, v) for c, v, _ in rows(0)], where
+        scan = session.execute(SimpleStatement("SELECT p, c, n FROM asgard_keep_rows.shapes", fetch_size=7)).all()
+        assert sorted((r.p, r.c, r.n) for r in scan) == sorted((p, c, n) for p in model for c, _, n in rows(p)), where
+        count = session.execute("SELECT count(*) AS k, max(n) AS top FROM asgard_keep_rows.shapes WHERE p = 2").one()
+        assert (count.k, count.top) == (len(model[2]), max(n for _, _, n in rows(2))), where
+        assert session.execute("SELECT n FROM asgard_keep_rows.hits WHERE p = 1").one().n == 10, where
+        assert session.execute("SELECT * FROM asgard_keep_rows.shapes WHERE p = 4").all() == [], where
+
+    check("memtables")
+    node2.nodetool("flush", "asgard_keep_rows")
+    check("sstables")
+    session.execute("DROP KEYSPACE asgard_keep_rows")
 
 
 @pytest.fixture(scope="module")
