@@ -14,7 +14,7 @@ from tuner.cli import tune
 from tuner.costbenefit import decide
 from tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING, Dataset
 from tuner.evaluate import evaluate
-from tuner.knobs import Configuration
+from tuner.knobs import KNOBS, Configuration
 from tuner.search import compare, load_config_file, search
 from tuner.surrogates import LightGBMSurrogate, MLPEnsemble, Surrogate, pick_best
 from tuner.workload import Workload
@@ -70,7 +70,7 @@ def test_evaluate_reports_table2_numbers(ds):
 def test_shipped_model_and_search(ds):
     model = Surrogate.load(DEFAULT_MODEL)
     w = Workload(read_ratio=0.9, object_kib=16)
-    r = search(model, w, method="nsga2", evaluations=1000)
+    r = search(model, w, method="nsga2", evaluations=1000, simplified=False)
     assert r.evaluations == 1000 and r.surrogate_calls == 20  # batches of 50
     assert r.predicted_ratio >= r.default_predicted_ratio * 0.999
     c = compare(model, w, ["compaction", "concurrent_reads", "concurrent_writes"], evaluations=600)
@@ -79,6 +79,47 @@ def test_shipped_model_and_search(ds):
         assert c[m]["vs_exhaustive_pct"] > -15  # Rafiki: within 15% of exhaustive
     d = decide(model, w, Configuration(), r.config, lookahead_s=3600, restart_seconds=ds.median_restart_seconds())
     assert d.reconfigure == (d.benefit_ops > d.cost_ops)
+
+
+class _KnownEffects:
+    """A surrogate whose every knob's effect is known: durable_writes=false +30%, any other
+    memtable_heap_space_mib +2%, any other concurrent_reads +1%, added up."""
+
+    heldout_error_pct = 5.0
+
+    def __init__(self):
+        from tuner.dataset import FeatureSpace
+
+        self.space = FeatureSpace(knobs=("durable_writes", "memtable_heap_space_mib", "concurrent_reads"))
+        self.calls = 0
+        names = self.space.names
+        self.columns = {k: [names.index(f) for f in KNOBS[k].feature_names()] for k in self.space.knobs}
+        self.effects = {"durable_writes": 0.30, "memtable_heap_space_mib": 0.02, "concurrent_reads": 0.01}
+
+    def predict(self, X):
+        self.calls += 1
+        default = self.space.matrix(Workload.from_dag("scatter", 8, 1024), [Configuration()])[0]
+        return np.array([1.0 + sum(e for k, e in self.effects.items()
+                                   if not np.array_equal(x[self.columns[k]], default[self.columns[k]]))
+                         for x in X])
+
+
+def test_search_leaves_knobs_whose_effect_is_within_the_model_error_at_their_defaults():
+    """The search moves every knob that helps at all; its pick keeps only those the model can
+    tell from its own error (5% here): the 30% knob stays, the 2% and 1% ones go back."""
+    model = _KnownEffects()
+    w = Workload.from_dag("scatter", 8, 1024)
+    raw = search(model, w, method="nsga2", evaluations=1500, simplified=False)
+    assert set(raw.config.non_default()) == {"durable_writes", "memtable_heap_space_mib", "concurrent_reads"}
+    picked = search(model, w, method="nsga2", evaluations=1500)
+    assert picked.config.non_default() == {"durable_writes": False}
+    assert sorted(picked.dropped) == ["concurrent_reads", "memtable_heap_space_mib"]
+    assert picked.predicted_ratio == pytest.approx(1.30) and raw.predicted_ratio == pytest.approx(1.33)
+    # a model that claims no error keeps everything that helps; one that errs 40% keeps nothing
+    model.heldout_error_pct = 0.0
+    assert search(model, w, method="nsga2", evaluations=1500).config == raw.config
+    model.heldout_error_pct = 40.0
+    assert search(model, w, method="nsga2", evaluations=1500).config == Configuration()
 
 
 def test_rank_on_shipped_data():

@@ -180,6 +180,8 @@ def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, 
                f"({result.predicted_gain_pct:+.1f}%)")
     for k, v in result.config.non_default().items():
         click.echo(f"  {k} = {v}")
+    if result.dropped:
+        click.echo(f"  left at their defaults (within the model's error of the search's pick): {', '.join(result.dropped)}")
     if do_compare:
         c = doc["compare"]
         for m in ("nsga2", "tpe"):
