@@ -85,6 +85,18 @@ def test_plan_has_min_max_default_and_few_restarts():
     assert count_restarts(p) <= len(groups)
 
 
+def test_plan_crosses_durable_writes_with_the_chunk_size_over_both_grids():
+    """Every combination of the two knobs is measured once, the others at their defaults: the
+    corners by the default and the one-at-a-time rows, the rest by cross rows."""
+    p = plan(CALIBRATED, n_random=6, seed=3)
+    combos = [(x.config["durable_writes"], x.config["client_chunk_kib"]) for x in p
+              if x.tag != "random" and set(x.config.non_default()) <= {"durable_writes", "client_chunk_kib"}]
+    assert sorted(set(combos)) == sorted((d, c) for d in (True, False) for c in KNOBS["client_chunk_kib"].values_for_grid())
+    cross = [x for x in p if x.tag.startswith("cross:")]
+    assert cross and all(x.tag == "cross:durable_writes*client_chunk_kib" for x in cross)
+    assert len({x.config for x in p if x.tag != "aa"}) == len([x for x in p if x.tag != "aa"])  # none twice
+
+
 def test_ephemeral_data_knobs_render_where_cassandra_reads_them():
     c = Configuration(durable_writes=False, gc_grace_seconds=0, memtable_flush_period_ms=60000,
                       row_cache_size_mib=256, commitlog_sync="group", client_chunk_kib=4096,

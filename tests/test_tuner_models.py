@@ -122,6 +122,52 @@ def test_search_leaves_knobs_whose_effect_is_within_the_model_error_at_their_def
     assert search(model, w, method="nsga2", evaluations=1500).config == Configuration()
 
 
+def _crossed_rows(effect, seed=0):
+    """Calibration rows of durable_writes x client_chunk_kib over three workloads, two pairs each,
+    with a known effect per combination and 3% noise per pair."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for w in ("scatter8-1024k-c0", "broadcast8-1024k-c0", "shuffle4-256k-c0"):
+        for _ in range(2):
+            rows.append({"tag": "aa", "knobs": {}, "workload": {"name": w},
+                         "ratios": list(np.exp(rng.normal(0, 0.03, 2)))})
+        for durable in (True, False):
+            for chunk in (256, 512, 1024, 2048, 4096):
+                if (durable, chunk) == (True, 1024):
+                    continue
+                tag = ("oat:client_chunk_kib" if durable else "oat:durable_writes" if chunk == 1024
+                       else "cross:durable_writes*client_chunk_kib")
+                if durable and chunk in (512, 2048):
+                    tag = "cross:durable_writes*client_chunk_kib"
+                mean = effect(durable, chunk)
+                rows.append({"tag": tag, "knobs": {"durable_writes": durable, "client_chunk_kib": chunk},
+                             "workload": {"name": w}, "ratios": list(mean * np.exp(rng.normal(0, 0.03, 2)))})
+    return rows
+
+
+def test_an_effect_that_needs_both_knobs_moved_makes_both_key():
+    """Chunk size alone does nothing; without the commit log, 2 MiB chunks add 20%: the
+    interaction is significant and client_chunk_kib becomes a key knob. Two knobs that only add
+    up show no interaction."""
+    from tuner.anova import interaction
+
+    together = _crossed_rows(lambda d, c: (1.0 if d else 1.25) * (1.2 if (not d and c >= 2048) else 1.0))
+    result = rank(together)
+    (found,) = result["interactions"]
+    assert found["knobs"] == ["durable_writes", "client_chunk_kib"] and found["significant"]
+    assert {"durable_writes", "client_chunk_kib"} <= set(result["key_knobs"])
+    cell = found["per_workload_pct"]["scatter8-1024k-c0"]
+    assert cell["durable_writes=False, client_chunk_kib=2048"] > cell["durable_writes=False, client_chunk_kib=1024"] + 10
+    # the test's size and power over repeated calibrations: knobs whose effects only multiply are
+    # called interacting about as often as alpha says; the effect above is found every time
+    additive = [interaction(_crossed_rows(lambda d, c: (1.0 if d else 1.25) * (1.0 + 0.05 * (c > 1024)), seed),
+                            "durable_writes", "client_chunk_kib")["significant"] for seed in range(40)]
+    assert sum(additive) <= 6  # 5% of 40 is 2; binomial(40, 0.05) exceeds 6 once in 700
+    assert all(interaction(_crossed_rows(lambda d, c: (1.0 if d else 1.25) * (1.2 if (not d and c >= 2048) else 1.0),
+                                         seed), "durable_writes", "client_chunk_kib")["significant"]
+               for seed in range(1, 11))
+
+
 def test_rank_on_shipped_data():
     res = rank(read_rows(DEFAULT_DATASET))
     assert 1 <= res["k"] <= len(res["ranking"]) and res["key_knobs"]

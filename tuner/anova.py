@@ -7,6 +7,11 @@ default measured against itself) its default level. For each knob, a two-way ANO
 on its own or for some workloads only (a knob may speed writes and slow reads). With every
 cell replicated, one drifted pair cannot rank a knob: it is one observation among the cell's.
 
+Pairs of knobs calibrated over the grid of both (``cross:<a>*<b>`` rows, with the ``aa`` and
+``oat`` rows of either knob as the corners) get ``log ratio ~ C(a) * C(b) * C(workload)``
+tested against the model without the terms holding both: an effect that needs both knobs moved
+shows as their interaction, which one-knob ANOVA cannot see. Both knobs of a significant interaction are key knobs too.
+
 A knob's score is Rafiki's var(S1, S2, S3), per workload: the spread (standard deviation, in %
 of the default) of its levels' mean ratios, averaged over the workloads as a root mean
 square. The key knobs are the significant ones, highest score first, cut at the knee (the
@@ -65,6 +70,49 @@ def _two_way(obs: list[tuple[str, str, float]]) -> tuple[float, float]:
     return best_f, best_p
 
 
+def interaction(rows: Sequence[dict[str, Any]], a: str, b: str, alpha: float = 0.05) -> dict[str, Any] | None:
+    """Whether knobs ``a`` and ``b`` act together, over the pairs where only they moved: the
+    three-way model against the one without their interaction; None when either has one level."""
+    import pandas as pd
+    import statsmodels.formula.api as smf
+    from statsmodels.stats.anova import anova_lm
+
+    defaults = (_level(KNOBS[a].default), _level(KNOBS[b].default))
+    tags = {f"oat:{a}", f"oat:{b}", f"cross:{a}*{b}"}
+    obs = []
+    for r in rows:
+        if r["tag"] == "aa":
+            la, lb = defaults
+        elif r["tag"] in tags:
+            la, lb = _level(r["knobs"][a]), _level(r["knobs"][b])
+        else:
+            continue
+        obs += [(la, lb, r["workload"]["name"], math.log(x)) for x in (r.get("ratios") or [r["ratio"]]) if x > 0]
+    df = pd.DataFrame(obs, columns=["a", "b", "workload", "y"])
+    if df.empty or df["a"].nunique() < 2 or df["b"].nunique() < 2:
+        return None
+    # one F test of every term with both knobs in it (a:b and a:b:workload) at once: the full
+    # model against the one where each knob acts alone (per workload)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = smf.ols("y ~ C(a) * C(workload) + C(b) * C(workload)", df).fit()
+        together = smf.ols("y ~ C(a) * C(b) * C(workload)", df).fit()
+        table = anova_lm(alone, together)
+    f, p = float(table["F"].iloc[1]), float(table["Pr(>F)"].iloc[1])
+    cells = df.groupby(["workload", "a", "b"])["y"].mean()
+    per_workload: dict[str, dict[str, float]] = defaultdict(dict)
+    for (w, la, lb), m in cells.items():
+        per_workload[w][f"{a}={la}, {b}={lb}"] = round((math.exp(m) - 1) * 100, 2)
+    return {"knobs": [a, b], "F": round(f, 3), "p_value": p, "significant": bool(p < alpha) if p == p else False,
+            "per_workload_pct": dict(sorted(per_workload.items()))}
+
+
+def crossed_pairs(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The pairs of knobs the dataset calibrated over the grid of both (``cross:<a>*<b>`` tags)."""
+    pairs = {tuple(r["tag"][6:].split("*", 1)) for r in rows if r["tag"].startswith("cross:")}
+    return sorted(p for p in pairs if len(p) == 2 and all(k in KNOBS for k in p))
+
+
 def rank(rows: Sequence[dict[str, Any]], min_k: int = 2, max_k: int = 8, alpha: float = 0.05) -> dict[str, Any]:
     default, by_knob = observations(rows)
     if not default:
@@ -105,8 +153,13 @@ def rank(rows: Sequence[dict[str, Any]], min_k: int = 2, max_k: int = 8, alpha: 
     table.sort(key=lambda t: (t["significant"], t["std_pct"]), reverse=True)
     significant = [t for t in table if t["significant"]]
     k = knee([t["std_pct"] for t in significant], min_k, max_k) if significant else 0
+    key = [t["knob"] for t in significant[:k]]
+    interactions = [i for i in (interaction(rows, a, b, alpha) for a, b in crossed_pairs(rows)) if i]
+    for i in interactions:
+        if i["significant"]:
+            key += [n for n in i["knobs"] if n not in key]
     return {"metric": "log throughput ratio over the default (paired)", "ranking": table, "k": k,
-            "key_knobs": [t["knob"] for t in significant[:k]],
+            "key_knobs": key, "interactions": interactions,
             "noise_std_pct": round(float(np.std(np.exp(noise), ddof=1)) * 100, 3) if len(noise) > 1 else float("nan"),
             "noise_pairs": int(len(noise)), "workloads": sorted({w for _, w, _ in default})}
 

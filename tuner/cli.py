@@ -82,8 +82,12 @@ def rank(data, out, as_json):
         mark = "*" if t["knob"] in result["key_knobs"] else " "
         levels = ", ".join(f"{lv} {v:+.1f}" for lv, v in t["levels"].items())
         click.echo(f"{mark}{t['knob']:<27}{t['std_pct']:>18.2f}{t['F']:>9.2f}{t['p_value']:>10.3g}  {levels}")
-    click.echo(f"key knobs (significant, knee k={result['k']}): {', '.join(result['key_knobs'])}; "
-               f"noise of one pair's ratio (default against itself) {result['noise_std_pct']:.2f}% "
+    for i in result["interactions"]:
+        mark = "*" if i["significant"] else " "
+        click.echo(f"{mark}{' x '.join(i['knobs']):<27}{'(together)':>18}{i['F']:>9.2f}{i['p_value']:>10.3g}  "
+                   "interaction: the effect of one depends on the other")
+    click.echo(f"key knobs (significant, knee k={result['k']}; and both of a significant interaction): "
+               f"{', '.join(result['key_knobs'])}; noise of one pair's ratio (default against itself) {result['noise_std_pct']:.2f}% "
                f"over {result['noise_pairs']} pairs")
 
 
