@@ -10,7 +10,8 @@ cell replicated, one drifted pair cannot rank a knob: it is one observation amon
 Pairs of knobs calibrated over the grid of both (``cross:<a>*<b>`` rows, with the ``aa`` and
 ``oat`` rows of either knob as the corners) get ``log ratio ~ C(a) * C(b) * C(workload)``
 tested against the model without the terms holding both: an effect that needs both knobs moved
-shows as their interaction, which one-knob ANOVA cannot see. Both knobs of a significant interaction are key knobs too.
+shows as their interaction, which one-knob ANOVA cannot see. Both knobs of a significant
+interaction are key knobs too.
 
 A knob's score is Rafiki's var(S1, S2, S3), per workload: the spread (standard deviation, in %
 of the default) of its levels' mean ratios, averaged over the workloads as a root mean

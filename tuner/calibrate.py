@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from dataclasses import dataclass
 
-from .knobs import KNOBS, NO_RESTART, RESTART, Configuration, KnobConstraintError, random_configuration
+from .knobs import KNOBS, NO_RESTART, RESTART, Configuration, KnobConstraintError, grid, random_configuration
 from .workload import Workload, dag_workloads
 
 #: knobs calibrated by default: the ones for ephemeral data, Rafiki's five (with their 5.0
@@ -58,7 +58,7 @@ CROSSED = (("durable_writes", "client_chunk_kib"),)
 
 @dataclass(frozen=True)
 class PlannedConfig:
-    tag: str  # "default", "oat:<knob>", "random"
+    tag: str  # "aa", "oat:<knob>", "cross:<a>*<b>", "random"
     config: Configuration
 
     @property
@@ -96,22 +96,9 @@ def one_at_a_time(knobs: Sequence[str]) -> list[PlannedConfig]:
     return out
 
 
-def _levels(name: str) -> list[Any]:
-    kb = KNOBS[name]
-    return list(kb.choices) if kb.kind == "choice" else list(kb.values_for_grid())
-
-
 def crossed(pairs: Sequence[tuple[str, str]] = CROSSED) -> list[PlannedConfig]:
     """Each pair of knobs at every combination of their grid values, the others default."""
-    out = []
-    for a, b in pairs:
-        for va in _levels(a):
-            for vb in _levels(b):
-                try:
-                    out.append(PlannedConfig(f"cross:{a}*{b}", Configuration({a: va, b: vb})))
-                except KnobConstraintError:
-                    continue
-    return out
+    return [PlannedConfig(f"cross:{a}*{b}", c) for a, b in pairs for c in grid([a, b])]
 
 
 def plan(knobs: Sequence[str] = CALIBRATED, n_random: int = 14, seed: int = 0, oat: bool = True,
