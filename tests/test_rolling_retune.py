@@ -99,6 +99,25 @@ def restart_count(node) -> int:
     return len(node.restart_log.read_text().splitlines()) if node.restart_log.exists() else 0
 
 
+def cql_openings(node, peers: list[str], since: float) -> list[tuple[str, list[str]]]:
+    """Each time the member opened its CQL port after ``since`` (epoch seconds), from its own
+    system.log: ``(when, the peers it had seen come up since it last stopped)``."""
+    from datetime import datetime
+
+    openings, seen_up = [], set()
+    for line in node.system_log.read_text(errors="replace").splitlines():
+        if "Stop listening for CQL clients" in line:
+            seen_up = set()
+        for peer in peers:
+            if f"InetAddress /{peer}:7000 is now UP" in line:
+                seen_up.add(peer)
+        if "Starting listening for CQL clients" in line:
+            at = line.split("] ", 1)[1][:23]
+            if datetime.strptime(at, "%Y-%m-%d %H:%M:%S,%f").timestamp() >= since:
+                openings.append((at, sorted(seen_up)))
+    return openings
+
+
 def check_outputs(store: CassandraObjectStore, runs: list[dict]) -> int:
     """Every output of every run, read back and compared with what the run wrote; how many."""
     checked = 0
@@ -169,6 +188,13 @@ def test_five_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
     assert not app.is_alive()
     failed = [r for r in runs if not r["success"]]
     assert not failed, failed
+    # each member let clients in only once it saw its peer up: before that it would refuse QUORUM
+    # and a request falling to ONE would read its stale replica (hints not yet delivered)
+    for node in ring.nodes:
+        peers = [n.address for n in ring.nodes if n is not node]
+        openings = cql_openings(node, peers, t_begin)
+        assert len(openings) == len(CONFIGURATIONS), openings
+        assert all(seen == peers for _, seen in openings), (node.address, openings)
     during = [r for r in runs if r["ended"] > t_begin and r["started"] < t_end]
     assert len(during) >= 3, runs
     store = CassandraObjectStore(contact_points=RING, keyspace=KEYSPACE_RF2)

@@ -186,7 +186,8 @@ class CassandraCluster:
         """Restart one member at a time, so that at replication factor >= 2 every partition keeps a
         replica: before a member goes down, wait until every other member has received its hints
         (:meth:`wait_hints_delivered`); ``nodetool drain`` it (clients move off, memtables flush);
-        restart it with ``overrides``; wait until every member sees every member UN.
+        restart it with ``overrides`` and its CQL port closed; wait until every member sees every
+        member UN, then open the port (:meth:`CassandraNode.start`'s ``before_clients``).
 
         One record per member, in the order restarted: ``member``, ``hints_wait_seconds`` and
         ``hint_files`` (pending to the other members when the wait began), ``drain_seconds``, ``restart_seconds`` (stop to CQL-ready, also in the member's
@@ -204,12 +205,17 @@ class CassandraCluster:
             if overrides is not None:
                 node.set_overrides(overrides)
             record["drain_seconds"] = round(_drain(node), 2) if drain else 0.0
-            record["restart_seconds"] = round(node.restart(), 3)  # as in restarts.jsonl
-            if len(self.nodes) > 1:
-                # the next member goes down only once this one is back in everyone's view
+
+            def converge() -> None:
+                # the member opens its CQL port only once every member sees every member up: a
+                # member back before it sees its peers would refuse QUORUM as Unavailable, and a
+                # client falling to ONE would read its stale replica (the hints are not in yet)
                 t0 = time.monotonic()
                 self.wait_converged(converge_timeout)
                 record["converge_seconds"] = round(time.monotonic() - t0, 2)
+
+            # stop to CQL-ready, the convergence included (as in restarts.jsonl)
+            record["restart_seconds"] = round(node.restart(before_clients=converge if len(self.nodes) > 1 else None), 3)
             self._up_since = time.time()
             records.append(record)
         return records

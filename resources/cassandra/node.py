@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -298,8 +298,28 @@ class CassandraNode(ManagedServer):
         self._superuser_ready.parent.mkdir(parents=True, exist_ok=True)
         self._superuser_ready.write_text(f"{SUPERUSER}\n")
 
-    def start(self, timeout: float | None = None) -> float:
-        seconds = super().start(timeout)
+    def start(self, timeout: float | None = None, before_clients: Callable[[], Any] | None = None) -> float:
+        """Start (or find running) and wait until CQL answers; seconds spent.
+
+        ``before_clients``: start with the CQL port closed (``cassandra.start_native_transport=false``),
+        call it once the node has finished starting, then open the port (``nodetool enablebinary``).
+        A ring member restarted under load uses it to wait until it sees its peers up: until then
+        it would refuse QUORUM as Unavailable, and a client that falls to ONE would read its own
+        stale replica, which has not yet received the writes it missed while down (RF 2 rolling
+        restart, ``CassandraCluster.rolling_restart``)."""
+        if before_clients is None or self.is_running():
+            seconds = super().start(timeout)
+        else:
+            t0 = time.monotonic()
+            self._clients_held_since = _log_size(self.system_log)
+            try:
+                super().start(timeout)
+            finally:
+                self._clients_held_since = None
+            before_clients()
+            self.nodetool("enablebinary")
+            self.wait_ready(timeout)
+            seconds = time.monotonic() - t0
         self._record_row_overhead()
         self._publish_classlist()
         if self.secure:
@@ -528,11 +548,23 @@ class CassandraNode(ManagedServer):
             *self._jmx_flags(),
             "-Dcassandra-foreground=yes",
             *(f"-D{k}={v}" for k, v in self.system_properties.items()),
+            *(["-Dcassandra.start_native_transport=false"] if self._clients_held_since is not None else []),
             "-cp", server_classpath(self.version),
             "org.apache.cassandra.service.CassandraDaemon",
         ]
 
+    #: where ``system.log`` stood when a start with the CQL port held closed began (else None)
+    _clients_held_since: int | None = None
+
+    @property
+    def system_log(self) -> Path:
+        return self.workdir / "logs" / "system.log"
+
     def is_ready(self) -> bool:
+        if self._clients_held_since is not None:
+            # started with the CQL port closed: ready once it says it left the port closed, the
+            # last step of a start
+            return _log_has(self.system_log, self._clients_held_since, NATIVE_TRANSPORT_HELD)
         return port_open(self.address, self.native_port)
 
     @property
@@ -549,14 +581,15 @@ class CassandraNode(ManagedServer):
     def restart_log(self) -> Path:
         return self.workdir / "restarts.jsonl"
 
-    def restart(self, timeout: float | None = None) -> float:
+    def restart(self, timeout: float | None = None, before_clients: Callable[[], Any] | None = None) -> float:
         """Stop and start; the stop-to-ready seconds are recorded in ``restarts.jsonl`` (the
         cost-benefit analysis charges the recent measured value, not a constant), with the stop's
-        share and how it stopped."""
+        share and how it stopped. ``before_clients`` as for :meth:`start` (its time counts: the
+        node is not ready for clients before it returns)."""
         t0 = time.monotonic()
         self.stop()
         stop_seconds = time.monotonic() - t0
-        self.start(timeout)
+        self.start(timeout, before_clients=before_clients)
         seconds = time.monotonic() - t0
         self.record_restart(seconds, stop_seconds=stop_seconds, stopped_by=self.last_stop)
         return seconds
@@ -712,6 +745,30 @@ def _java_version() -> str:
             stamp = 0
         _JAVA_VERSION = f"{real}@{stamp}"
     return _JAVA_VERSION
+
+
+# what CassandraDaemon logs at the end of a start with cassandra.start_native_transport=false
+NATIVE_TRANSPORT_HELD = b"Not starting native transport as requested"
+
+
+def _log_size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _log_has(log: Path, since: int, needle: bytes) -> bool:
+    """True if ``log`` holds ``needle`` past byte ``since`` (from the start if it rolled over)."""
+    try:
+        with open(log, "rb") as f:
+            if f.seek(0, 2) >= since:
+                f.seek(since)
+            else:
+                f.seek(0)
+            return needle in f.read()
+    except FileNotFoundError:
+        return False
 
 
 def wait_port_closed(host: str, port: int, timeout: float = 30) -> None:

@@ -759,7 +759,10 @@ def ride_through_retry_policy():
     made while both were up (both acknowledged it) and (b) every write made while the other was
     down (it alone took them, and keeps hints for the other). The rolling restart takes the next
     member down only once the hints to the others are delivered
-    (``CassandraCluster.wait_hints_delivered``), so (b) holds for every member in turn. Once the
+    (``CassandraCluster.wait_hints_delivered``), so (b) holds for every member in turn. And the
+    coordinator that says a replica is down is the live one: a restarted member opens its CQL port
+    only once it sees its peers up (``CassandraCluster.rolling_restart``); before that, with its
+    port open, it refused QUORUM and a request fell to ONE on its own stale replica. Once the
     restarted member is back, QUORUM again asks both replicas and the newer cells win, so a
     reader never takes a replica's stale head (an asset re-materialized while it was down) for
     the current one. ONE throughout would not do: a reader routed to the member just back, before
