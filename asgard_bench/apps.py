@@ -4,8 +4,11 @@ Each pipeline of :mod:`pipelines.jobs` runs end to end (reconstructable job, mul
 executor) on each backend:
 
 * ``cassandra`` -- our CassandraIOManager, the node on its default configuration (no overrides)
-* ``cassandra_tuned`` -- the same node restarted with a configuration file (``yaml:`` overrides of
-  cassandra.yaml and optional ``table:`` options applied by ``ALTER TABLE asgard.objects``)
+* ``cassandra_tuned`` -- the same node with a configuration file: ``yaml:`` overrides of
+  cassandra.yaml (a restart, when they differ from the node's), optional ``table:`` and ``keyspace:``
+  options (``ALTER TABLE asgard.objects`` / ``ALTER KEYSPACE asgard``) and ``io_manager:`` client
+  options of the IO manager (chunk size, requests in flight, codec: the run's config). A file
+  ``asgard tune recommend --out`` wrote is one: its pick is applied whole, server and client.
 * ``redis``, ``s3`` (our S3IOManager on MinIO), ``s3_stock`` (dagster-aws S3PickleIOManager on
   MinIO), ``local`` (our LocalIOManager on files), ``fs_stock`` (Dagster's FilesystemIOManager)
 
@@ -108,11 +111,14 @@ def paper_comparison(cells: list[dict]) -> list[dict]:
 # --- configuration ---------------------------------------------------------------------------
 @dataclass
 class CassandraConfigFile:
-    """A tuned Cassandra configuration: ``yaml`` overrides and ``table`` CQL option clauses."""
+    """A tuned Cassandra configuration: ``yaml`` overrides, ``table`` CQL option clauses,
+    ``keyspace`` options and the IO manager's client options (``io_manager``)."""
 
     path: str
     yaml: dict[str, Any]
     table: list[str]  # "compaction = {...}" clauses for ALTER TABLE ... WITH <a> AND <b>
+    keyspace: dict[str, Any] = field(default_factory=dict)  # {"durable_writes": bool}
+    io_manager: dict[str, Any] = field(default_factory=dict)  # CassandraIOManager fields: the run's config
 
     @classmethod
     def load(cls, path: str | Path) -> "CassandraConfigFile":
@@ -124,7 +130,32 @@ class CassandraConfigFile:
             raise ValueError(f"{path}: no 'yaml:' mapping of cassandra.yaml overrides")
         if not isinstance(overrides, dict):
             raise ValueError(f"{path}: 'yaml:' must be a mapping, got {type(overrides).__name__}")
-        return cls(str(path), dict(overrides), table_clauses(raw.get("table", raw.get("table_options"))))
+        client = dict(raw.get("io_manager") or {})
+        keyspace = dict(raw.get("keyspace") or {})
+        # recommend's io_manager section repeats the keyspace's durable_writes (the IO manager's
+        # field for a keyspace it creates); the keyspace here exists already, so it is ALTERed
+        if "durable_writes" in client:
+            keyspace.setdefault("durable_writes", client.pop("durable_writes"))
+        if set(keyspace) - {"durable_writes"} or not isinstance(keyspace.get("durable_writes", True), bool):
+            raise ValueError(f"{path}: 'keyspace:' takes durable_writes (true or false) only, got {keyspace}")
+        own = client_fields()
+        unknown = sorted(set(client) - set(own))
+        if unknown:
+            raise ValueError(f"{path}: 'io_manager:' options {unknown} are not the Cassandra IO manager's client "
+                             f"options; use {sorted(own)} (connection settings come from the bench's deployment)")
+        return cls(str(path), {k: v for k, v in overrides.items() if v is not None},
+                   table_clauses(raw.get("table", raw.get("table_options"))), keyspace, client)
+
+    def describe(self) -> dict[str, Any]:
+        return {"yaml": self.yaml, "table": self.table, "keyspace": self.keyspace, "io_manager": self.io_manager}
+
+
+def client_fields() -> list[str]:
+    """CassandraIOManager's own fields (how outputs are chunked, sent, coded and kept), not the
+    connection's (those are the nested CassandraResource's)."""
+    from asgard_dagster import CassandraIOManager, CassandraResource
+
+    return [f for f in CassandraIOManager.model_fields if f not in CassandraResource.model_fields and f != "cassandra"]
 
 
 def table_clauses(table: Any) -> list[str]:
@@ -239,6 +270,7 @@ class CassandraConfigurator:
         self.current: str | None = None
         self.initial_overrides = self.node.overrides()
         self.original_table: list[str] | None = None
+        self.original_keyspace: dict[str, Any] = {}
         self.restarts: list[dict] = []
 
     def _session_execute(self, cql: str, params: tuple = ()):
@@ -266,6 +298,16 @@ class CassandraConfigurator:
         if clauses:
             self._session_execute(f"ALTER TABLE {self.KEYSPACE}.{self.TABLE} WITH " + " AND ".join(clauses))
 
+    def keyspace_options(self) -> dict[str, Any]:
+        rows = self._session_execute("SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name=%s",
+                                     (self.KEYSPACE,))
+        return {"durable_writes": rows[0].durable_writes} if rows else {}
+
+    def _alter_keyspace(self, options: dict[str, Any]) -> None:
+        if options:
+            self._session_execute(f"ALTER KEYSPACE {self.KEYSPACE} WITH " + " AND ".join(
+                f"{k} = {cql_literal(v)}" for k, v in options.items()))
+
     def _restart(self, overrides: dict, label: str) -> None:
         seconds = self.node.restart_with(overrides, replace=True)
         self.restarts.append({"to": label, "seconds": round(seconds, 1)})
@@ -291,14 +333,22 @@ class CassandraConfigurator:
             assert self.tuned is not None
             if self.original_table is None:
                 self.original_table = self._table_options()
-            self._restart(self.tuned.yaml, "tuned")
+                self.original_keyspace = self.keyspace_options()
+            if self.node.overrides() != self.tuned.yaml:
+                self._restart(self.tuned.yaml, "tuned")
             self._alter(self.tuned.table)
+            self._alter_keyspace(self.tuned.keyspace)
         else:
-            if self.node.overrides() or self.current == "tuned" or (self.fresh and self.current is None):
+            if self.node.overrides() or (self.fresh and self.current is None):
                 self._restart({}, "default")
             if self.original_table:
                 self._alter(self.original_table)
+            self._alter_keyspace(self.original_keyspace)
         self.current = phase
+
+    def io_manager_config(self, phase: str) -> dict[str, Any] | None:
+        """The IO manager's run config in ``phase``: the tuned client options, or none (its defaults)."""
+        return dict(self.tuned.io_manager) if phase == "tuned" and self.tuned and self.tuned.io_manager else None
 
     def restore_default(self) -> None:
         if self.current not in (None, "default"):
@@ -467,8 +517,10 @@ def price_row(row: dict, prices: Prices, puts: int = 0, gets: int = 0) -> dict:
 
 def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict, prices: Prices,
             max_concurrent: int = 2, cassandra_overrides: dict | None = None,
-            network: str = "loopback") -> tuple[dict, list[dict], list[dict]]:
-    """Run ``app`` on ``backend`` once, reached over ``network``; (run row, step rows, edge rows)."""
+            network: str = "loopback", io_manager_config: dict | None = None,
+            cassandra_keyspace: dict | None = None) -> tuple[dict, list[dict], list[dict]]:
+    """Run ``app`` on ``backend`` once, reached over ``network`` (``io_manager_config``: the IO
+    manager's run config); (run row, step rows, edge rows)."""
     from pipelines.jobs import run_app
     from resources.network import Deployment
 
@@ -481,7 +533,7 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
     error = ""
     try:
         ar = run_app(app, pb, instance=instance, max_concurrent=max_concurrent, raise_on_error=False,
-                     network=network, **sizes)
+                     network=network, io_manager_config=io_manager_config, **sizes)
         run_id, ok = ar.run_id, ar.success
     except Exception as exc:  # a crash outside the run (e.g. the server is down): record it
         run_id, ok, error = "", False, f"{type(exc).__name__}: {exc}"
@@ -518,6 +570,8 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
         "steps_parallel_mean": m["parallel_mean"], "steps_parallel_max": m["parallel_max"],
         "server_cpu_s": cpu1 - cpu0 if server is not None else 0.0,
         "cassandra_overrides": json.dumps(cassandra_overrides, sort_keys=True) if cassandra_overrides is not None else "",
+        "io_manager_config": json.dumps(io_manager_config, sort_keys=True) if io_manager_config else "",
+        "cassandra_keyspace": json.dumps(cassandra_keyspace, sort_keys=True) if cassandra_keyspace else "",
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - wall)),
     }
     price_row(row, prices, puts, gets)
@@ -582,10 +636,12 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
                         configurator.use(phase)
                     if on_start:
                         on_start(i, len(plan), f"rep {rep + 1}/{cfg.repetitions} {app} on {backend}")
-                    overrides = configurator.node.overrides() if (
-                        configurator is not None and PIPELINE_BACKEND.get(backend, backend) == "cassandra") else None
+                    on_cassandra = configurator is not None and PIPELINE_BACKEND.get(backend, backend) == "cassandra"
+                    overrides = configurator.node.overrides() if on_cassandra else None
+                    client = configurator.io_manager_config(phase) if on_cassandra else None
+                    keyspace = configurator.keyspace_options() if on_cassandra else None  # in force, read back
                     row, srows, erows = run_one(instance, rep, phase, app, backend, sizes[app], prices,
-                                                cfg.max_concurrent, overrides, cfg.network)
+                                                cfg.max_concurrent, overrides, cfg.network, client, keyspace)
                     rows.append(row)
                     steps += srows
                     edges += erows
@@ -600,7 +656,7 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
                     "links": {b: link.describe() for b, link in deployment.profile.links.items()}},
         "max_concurrent": cfg.max_concurrent,
         "sizes": sizes, "cassandra_config": cfg.cassandra_config,
-        "cassandra_tuned": {"yaml": tuned.yaml, "table": tuned.table} if tuned else None,
+        "cassandra_tuned": tuned.describe() if tuned else None,
         "cassandra_restarts": configurator.restarts if configurator else [],
         "cassandra_overrides_before": configurator.initial_overrides if configurator else None,
         "prices": str(Path(cfg.prices) if cfg.prices else Path(__file__).with_name("prices.yaml")),

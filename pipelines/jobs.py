@@ -117,21 +117,25 @@ def io_events(instance: dg.DagsterInstance, run_id: str) -> tuple[list[tuple[str
 def run_app(app: str, backend: str, fanout: int | None = None, scale: float | None = None,
             instance: dg.DagsterInstance | None = None, max_concurrent: int = 2,
             start_method: str = "forkserver", raise_on_error: bool = True, network: str = "loopback",
-            **extra: Any) -> AppRun:
+            io_manager_config: dict[str, Any] | None = None, **extra: Any) -> AppRun:
     """Run ``app`` on ``backend`` end to end (reconstructable, multiprocess) and load its result.
 
     Without ``instance``, a temporary local instance is made and removed afterwards.
+    ``io_manager_config``: fields of the IO manager set in the run's config (e.g. a tuned
+    ``chunk_size_bytes``), as a user would in the launchpad.
     """
     if instance is None:
         with tempfile.TemporaryDirectory(prefix="asgard-dagster-") as tmp:
             with dg.DagsterInstance.local_temp(tempdir=tmp) as inst:
                 return run_app(app, backend, fanout, scale, inst, max_concurrent, start_method,
-                               raise_on_error, network, **extra)
+                               raise_on_error, network, io_manager_config, **extra)
     job = dg.build_reconstructable_job("pipelines.jobs", "make_job",
                                        reconstructable_args=(app, backend, max_concurrent, start_method, network))
+    config = run_config(app, fanout, scale, **extra)
+    if io_manager_config:
+        config["resources"] = {"io_manager": {"config": dict(io_manager_config)}}
     t0 = time.perf_counter()
-    with dg.execute_job(job, instance=instance, run_config=run_config(app, fanout, scale, **extra),
-                        raise_on_error=raise_on_error) as res:
+    with dg.execute_job(job, instance=instance, run_config=config, raise_on_error=raise_on_error) as res:
         seconds = time.perf_counter() - t0
         result = res.output_for_node(FINAL_OP[app]) if res.success else None
         steps = {s.step_key: s.end_time - s.start_time

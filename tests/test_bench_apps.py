@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from asgard_bench import cost
@@ -88,6 +89,20 @@ def test_tuned_config_file_forms(tmp_path):
     f.write_text("table: {}\n")
     with pytest.raises(ValueError, match="yaml"):
         CassandraConfigFile.load(f)
+    # a whole recommend file: the keyspace's durable_writes and the IO manager's client options too
+    from tuner.knobs import Configuration
+
+    f.write_text(yaml.safe_dump(Configuration({"durable_writes": False, "client_chunk_kib": 256}).to_file_dict()))
+    c = CassandraConfigFile.load(f)
+    assert c.keyspace == {"durable_writes": False}
+    assert c.io_manager == {"chunk_size_bytes": 262144, "concurrency": 8, "codec": "none"}
+    assert None not in c.yaml.values()  # recommend's nulls are "the default": no override
+    f.write_text("yaml: {}\nio_manager: {chunk_size_bytes: 65536, keyspace: other}\n")
+    with pytest.raises(ValueError, match=r"\['keyspace'\] are not the Cassandra IO manager's client options"):
+        CassandraConfigFile.load(f)
+    f.write_text("yaml: {}\nkeyspace: {replication: 3}\n")
+    with pytest.raises(ValueError, match="durable_writes"):
+        CassandraConfigFile.load(f)
     assert parse_per_app("4", int) == 4
     assert parse_per_app("video_analytics=4,lightgbm_forest=3", int) == {"video_analytics": 4, "lightgbm_forest": 3}
 
@@ -166,13 +181,64 @@ def test_tiny_bench_through_the_cli(tmp_path, cassandra_node):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, png
 
 
+def test_the_tuned_cells_run_with_the_files_keyspace_and_client_options(tmp_path, cassandra_node):
+    """A file as ``asgard tune recommend --out`` writes it: the tuned cells run with its keyspace
+    option and its client chunk size (the run's IO manager config), and the default cells and the
+    node afterwards with neither."""
+    from tuner.knobs import Configuration
+
+    from asgard_bench.apps import CassandraConfigurator
+
+    from pipelines.backends import io_manager_for
+
+    store = io_manager_for("cassandra").store()
+    store.ensure_schema()  # the keyspace, as the bench's runs make it
+    configurator = CassandraConfigurator()
+    before = configurator.keyspace_options()
+    flipped = not before["durable_writes"]  # False where the IO manager created the keyspace
+    tuned = tmp_path / "tuned.yaml"
+    recommended = Configuration({"durable_writes": flipped, "client_chunk_kib": 256}).to_file_dict()
+    # no cassandra.yaml change: the suite's shared node is not restarted under the other tests
+    recommended["yaml_overrides"] = {}
+    tuned.write_text(yaml.safe_dump(recommended))
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(apps_command, [
+        "--apps", "lightgbm_forest", "--backends", "cassandra,cassandra_tuned", "--repetitions", "1", "--small",
+        "--fanout", "1", "--no-warmup", "--cassandra-config", str(tuned), "--out", str(out),
+    ], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = {r["backend"]: r for r in csv.DictReader(open(out / "runs.csv"))}
+    assert rows["cassandra"]["success"] == rows["cassandra_tuned"]["success"] == "True", rows
+    assert json.loads(rows["cassandra_tuned"]["io_manager_config"])["chunk_size_bytes"] == 262144
+    assert rows["cassandra"]["io_manager_config"] == ""
+    writes = [e for e in csv.DictReader(open(out / "edges.csv")) if e["kind"] == "write"]
+    # an output is chunked by the chunk size in force once it is over the store's inline limit
+    # (two chunks): the training data and the boosters (0.7-1.4 MB) with 256 KiB chunks, inline with 1 MiB
+    def expected_chunks(size: int, chunk: int) -> int:
+        return 1 if size <= 2 * chunk else -(-size // chunk)
+
+    sizes = [(e["backend"], int(e["bytes"]), int(e["chunks"])) for e in writes]
+    assert sum(1 for b, size, chunks in sizes if b == "cassandra_tuned" and chunks > 1) >= 2, sizes
+    for backend, size, chunks in sizes:
+        chunk = 256 << 10 if backend == "cassandra_tuned" else store.chunk_size
+        assert chunks == expected_chunks(size, chunk), (backend, size, chunks)
+    # the keyspace option in force during each run, read back from the node
+    assert json.loads(rows["cassandra_tuned"]["cassandra_keyspace"]) == {"durable_writes": flipped}
+    assert json.loads(rows["cassandra"]["cassandra_keyspace"]) == before
+    assert json.loads((out / "summary.json").read_text())["meta"]["cassandra_tuned"]["keyspace"] == {
+        "durable_writes": flipped}
+    # the keyspace is back as it was, and so is the node's configuration
+    assert configurator.keyspace_options() == before
+    assert configurator.node.overrides() == {}
+
+
 def test_s3_requests_are_measured_at_the_server(tmp_path, minio_server):
     """Both S3 peers priced by the requests MinIO counted during each run: ours (a manifest
     record per write, chunks for large ones) and dagster-aws's stock manager (its start-up LIST included)."""
     out = tmp_path / "bench"
     result = CliRunner().invoke(apps_command, [
         "--apps", "word_count", "--backends", "s3,s3_stock,local", "--repetitions", "1", "--small",
-        "--fanout", "2", "--no-warmup", "--out", str(out), "--json",
+        "--fanout", "1", "--no-warmup", "--out", str(out), "--json",
     ], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = {r["backend"]: r for r in csv.DictReader(open(out / "runs.csv"))}
