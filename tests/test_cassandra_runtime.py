@@ -276,6 +276,65 @@ def test_two_instances_form_one_ring_with_replication():
     assert [n.last_stop for n in ring.nodes] == ["sigterm", "sigterm"]
 
 
+def test_a_quorum_read_merges_a_stale_replica_with_the_other_whichever_coordinates():
+    """RF 2, one member down while rows are written at ONE (handoff off, so it stays stale), then
+    back: a QUORUM read through either member returns every row. The coordinator's own replica
+    answers with its rows as read (patch local-read-keep-rows), the other's are serialized; the
+    digests differ and the node merges both (read repair), the path a stale member takes."""
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
+    from cassandra.query import SimpleStatement
+
+    ring = CassandraCluster(nodes=2, first_index=3, heap="1G")
+    kept, stale = ring.nodes
+
+    def session_on(node):  # this member coordinates every request
+        profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([node.address]),
+                                   retry_policy=FallthroughRetryPolicy())
+        cluster = Cluster([node.address], execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        return cluster, cluster.connect()
+
+    try:
+        ring.start()
+        cluster, session = session_on(kept)
+        session.execute("CREATE KEYSPACE IF NOT EXISTS asgard_stale WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 2}")
+        session.execute("DROP TABLE IF EXISTS asgard_stale.t")
+        session.execute("CREATE TABLE asgard_stale.t (k int, c int, s blob static, v blob, PRIMARY KEY (k, c))")
+        for node in ring.nodes:
+            node.nodetool("disablehandoff")
+        stale.stop()
+        insert = SimpleStatement("INSERT INTO asgard_stale.t (k, c, s, v) VALUES (%s, %s, %s, %s)",
+                                 consistency_level=ConsistencyLevel.ONE)
+        keys = range(60)
+        for k in keys:
+            for c in range(4):
+                session.execute(insert, (k, c, b"S%d" % k, bytes([c]) * 5000))
+        session.execute(SimpleStatement("DELETE FROM asgard_stale.t WHERE k = 0 AND c = 1",
+                                        consistency_level=ConsistencyLevel.ONE))
+        cluster.shutdown()
+        stale.start()
+        ring.wait_converged()
+        # the member back has none of these rows (no hints): QUORUM must bring them from the other
+        select = "SELECT c, s, v FROM asgard_stale.t WHERE k = %s"
+        for coordinator, half in ((stale, keys[1::2]), (kept, keys[2::2])):
+            cluster, session = session_on(coordinator)
+            query = SimpleStatement(select, consistency_level=ConsistencyLevel.QUORUM, fetch_size=2)
+            for k in half:  # each key read once: read repair makes the replicas agree after it
+                rows = list(session.execute(query, (k,)))
+                assert [(r.c, r.s, r.v) for r in rows] == [(c, b"S%d" % k, bytes([c]) * 5000) for c in range(4)], (
+                    coordinator.address, k)
+            rows = list(session.execute(SimpleStatement("SELECT c FROM asgard_stale.t WHERE k = 0",
+                                                        consistency_level=ConsistencyLevel.QUORUM)))
+            assert [r.c for r in rows] == [0, 2, 3]  # the delete, from the kept replica, wins
+            cluster.shutdown()
+        for node in ring.nodes:
+            assert "local-read-keep-rows: local reads keep their rows" in node.system_log.read_text(errors="replace")
+    finally:
+        ring.stop()
+
+
 def test_runs_ride_through_restarts_of_their_only_replica(node2, dagster_instance):
     """Replication factor 1, the node restarted twice (as a retune applying a restart-only knob
     does) while runs loop on the multiprocess executor: every run succeeds and every output
