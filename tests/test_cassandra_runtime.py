@@ -276,6 +276,33 @@ def test_two_instances_form_one_ring_with_replication():
     assert [n.last_stop for n in ring.nodes] == ["sigterm", "sigterm"]
 
 
+def test_a_start_that_holds_clients_opens_cql_only_after_its_check(node2):
+    """``restart(before_clients=...)``: while the check runs the node is up (JMX answers) but its
+    CQL port is closed; a failing check leaves it closed with an error that says how to open it."""
+    from resources.process import ServerError, port_open
+
+    seen = {}
+
+    def check():
+        seen["cql_open"] = port_open(node2.address, node2.native_port)
+        seen["gossip"] = node2.nodetool("statusgossip").strip()
+
+    node2.restart(before_clients=check)
+    assert seen == {"cql_open": False, "gossip": "running"}
+    assert port_open(node2.address, node2.native_port)
+
+    def fails():
+        raise RuntimeError("peers not seen")
+
+    with pytest.raises(ServerError, match=r"CQL port closed, and it stays closed: peers not seen.*enablebinary"):
+        node2.restart(before_clients=fails)
+    try:
+        assert node2.is_running() and not port_open(node2.address, node2.native_port)
+    finally:
+        node2.nodetool("enablebinary")
+        node2.wait_ready(60)
+
+
 def test_a_quorum_read_merges_a_stale_replica_with_the_other_whichever_coordinates():
     """RF 2, one member down while rows are written at ONE (handoff off, so it stays stale), then
     back: a QUORUM read through either member returns every row. The coordinator's own replica

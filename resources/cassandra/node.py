@@ -316,7 +316,13 @@ class CassandraNode(ManagedServer):
                 super().start(timeout)
             finally:
                 self._clients_held_since = None
-            before_clients()
+            try:
+                before_clients()
+            except Exception as exc:
+                # clients stay out: a member that cannot see its peers would serve a stale replica
+                raise ServerError(
+                    f"{self.name} started with its CQL port closed, and it stays closed: {exc}. Once that is "
+                    f"fixed, let clients in with `nodetool -p {self.jmx_port} enablebinary`, or restart it.") from exc
             self.nodetool("enablebinary")
             self.wait_ready(timeout)
             seconds = time.monotonic() - t0
