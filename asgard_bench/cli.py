@@ -5,6 +5,7 @@
     asgard bench apps [--json]       Perf/$ and latency of the apps on every backend
     asgard bench dynamic [--json]    bursts of apps: static default, static tuned, Asgard
     asgard bench scaling [--json]    1 and N pinned Cassandra instances against one unpinned
+    asgard bench drivers [--json]    the Cassandra store on cassandra-driver against scylla-driver
     asgard bench load | startup | report
 """
 from __future__ import annotations
@@ -74,6 +75,40 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
         print_table([r for r in rows if r["network"] == net])
     if len(networks) > 1:
         print_side_by_side(rows)
+
+
+@bench.command("drivers")
+@click.option("--drivers", default="cassandra-driver,scylla-driver", show_default=True,
+              help="Comma-separated Python drivers; the first is the one the others are measured against.")
+@click.option("--sizes-mib", default="1,64", show_default=True, help="Object sizes for the MB/s rows.")
+@click.option("--rounds", default=8, show_default=True, type=click.IntRange(2), help="Interleaved rounds.")
+@click.option("--small-ops", default=500, show_default=True, type=click.IntRange(1),
+              help="10 KiB objects put and got per round and variant.")
+@click.option("--block-mib", default=128, show_default=True, type=click.IntRange(1),
+              help="MiB written then read per round, variant and size (in objects of that size).")
+@click.option("--first-puts/--no-first-puts", default=True, show_default=True,
+              help="Time a fresh process's first 10 KiB put on each driver, once per round.")
+@click.option("--aa/--no-aa", default=True, show_default=True,
+              help="Run the first driver twice: the noise floor of the ratio.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {variants, rounds, rows: [{variant, driver, measure, object_bytes, speed_median, "
+              "server_cpu_median, client_cpu_median, speed_vs_base, ci_low, ci_high}]}.")
+def bench_drivers(drivers, sizes_mib, rounds, small_ops, block_mib, first_puts, aa, as_json):
+    """The Cassandra store on cassandra-driver against scylla-driver (a fork with the same API),
+    interleaved on the local node: write and read MB/s, 10 KiB ops/s, a fresh process's first put,
+    the node's and the client's CPU per GB or per op."""
+    from .drivers import DriverNotInstalledError, print_table, run_driver_bench
+
+    sizes = tuple(int(s) for s in sizes_mib.split(",") if s.strip())
+    try:
+        result = run_driver_bench(drivers=drivers, sizes_mib=sizes, rounds=rounds, small_ops=small_ops,
+                                  block_mib=block_mib, first_puts=first_puts, aa=aa, progress=not as_json)
+    except (ValueError, DriverNotInstalledError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        print_table(result)
 
 
 @bench.command("load")

@@ -40,6 +40,9 @@ if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+say "scylla-driver beside cassandra-driver (asgard bench drivers measures the store on both; pinned, once)"
+.venv/bin/python -c "from asgard_bench.drivers import install_driver; print(install_driver('scylla-driver'))"
+
 say "Cassandra jars (mvn, once)"
 .venv/bin/python -c "from resources.cassandra import install; print(install())"
 # the AppCDS archive of a Cassandra start: built from the class list the first start on this
