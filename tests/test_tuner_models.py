@@ -215,3 +215,45 @@ def test_cli_recommend_writes_a_config_the_node_accepts(tmp_path):
     ev = runner.invoke(tune, ["evaluate", "--json", "--trials", "1", "--model", "lightgbm"])
     assert ev.exit_code == 0, ev.output
     assert json.loads(ev.output)["unseen_config_error_pct"] > 0
+
+
+def test_the_replicate_run_measured_the_same_plan_and_its_pairs_are_pooled(ds):
+    from tuner.dataset import REPLICATE_DATASET, default_datasets, pool_replicates
+
+    assert default_datasets() == [DEFAULT_DATASET, REPLICATE_DATASET]
+    first, second = read_rows(DEFAULT_DATASET), read_rows(REPLICATE_DATASET)
+    measured = lambda rows: {(r["run_slot"], r["workload"]["name"]): r["knobs"] for r in rows}
+    assert measured(second) == measured(first)  # the same configurations on the same workloads
+    assert len(ds) == len(first)
+    for r in ds.rows:  # each label: both runs' pairs, each run's own ratio kept beside
+        assert len(r["replicate_ratios"]) == 2 and len(r["ratios"]) == 4
+    res = evaluate(ds, models=("lightgbm",), trials=1)
+    assert res["replicates"] == 2 and res["retest_error_pct"] > 0
+    # a replicate of another plan is refused, not averaged into rows it does not measure
+    other = [dict(first[0], knobs={**first[0]["knobs"], "durable_writes": not first[0]["knobs"]["durable_writes"]})]
+    with pytest.raises(ValueError, match="same knobs, --random and --seed"):
+        pool_replicates([first[:1], other])
+
+
+def test_the_seen_levels_holdout_never_asks_for_a_knob_level_training_lacks(ds):
+    from tuner.evaluate import seen_levels_split
+
+    # the levels only one configuration has (one-at-a-time extremes no random configuration reached)
+    having: dict[tuple, set] = {}
+    for r in ds.rows:
+        for k in ds.space.knobs:
+            having.setdefault((k, repr(r["knobs"][k])), set()).add(r["config_id"])
+    alone = {next(iter(c)) for c in having.values() if len(c) == 1}
+    assert alone  # the design has them: the split must work around them
+    for seed in range(5):
+        train, test = seen_levels_split(ds, 0.25, np.random.default_rng(seed))
+        assert test.any() and train.any() and not (train & test).any()
+        seen = {(k, repr(r["knobs"][k])) for r, t in zip(ds.rows, train) if t for k in ds.space.knobs}
+        for r, held in zip(ds.rows, test):
+            if held:
+                assert {(k, repr(r["knobs"][k])) for k in ds.space.knobs} <= seen, r["config_id"]
+        # every configuration's rows are on one side (a configuration is held out whole)
+        sides = {}
+        for cid, held in zip(ds.config_ids, test):
+            assert sides.setdefault(cid, held) == held
+        assert not alone & set(ds.config_ids[test])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from .dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING
+from .dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING, default_datasets
 
 DEFAULT_VALIDATION = DEFAULT_DATASET.parent / "validation.json"
 
@@ -64,7 +64,9 @@ def _parse_workloads(spec: str) -> list[tuple]:
 
 
 @tune.command()
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_DATASET), show_default=True)
+@click.option("--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped "
+              "dataset and its replicate.")
 @click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_RANKING), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def rank(data, out, as_json):
@@ -72,7 +74,8 @@ def rank(data, out, as_json):
     from .anova import rank as do_rank
     from .calibrate import read_rows
 
-    result = do_rank(read_rows(data))
+    # every pair is an observation: the runs' rows side by side are replication for the ANOVA
+    result = do_rank([r for path in (data or default_datasets()) for r in read_rows(path)])
     Path(out).write_text(json.dumps(result, indent=2))
     if as_json:
         _echo_json(result)
@@ -92,7 +95,9 @@ def rank(data, out, as_json):
 
 
 @tune.command()
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_DATASET), show_default=True)
+@click.option("--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped "
+              "dataset and its replicate.")
 @click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_MODEL), show_default=True)
 @click.option("--model", "models", multiple=True, default=("mlp-ensemble", "lightgbm"), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -101,7 +106,7 @@ def fit(data, out, models, as_json):
     from .dataset import Dataset
     from .surrogates import pick_best
 
-    ds = Dataset.load(data)
+    ds = Dataset.load(list(data) or None)
     with _spinner("fitting surrogates"):
         model, scores = pick_best(ds.X, ds.y, ds.config_ids, ds.space, candidates=models)
     model.save(out)
@@ -114,7 +119,9 @@ def fit(data, out, models, as_json):
 
 
 @tune.command()
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), default=str(DEFAULT_DATASET), show_default=True)
+@click.option("--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped "
+              "dataset and its replicate.")
 @click.option("--trials", default=10, show_default=True)
 @click.option("--model", "models", multiple=True, default=("mlp-ensemble", "mlp-single", "lightgbm"), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -123,7 +130,7 @@ def evaluate(data, trials, models, as_json):
     from .dataset import Dataset
     from .evaluate import evaluate as do_evaluate, table2_text
 
-    ds = Dataset.load(data)
+    ds = Dataset.load(list(data) or None)
     result = do_evaluate(ds, models, trials=trials, progress=not as_json)
     if as_json:
         _echo_json(result)
@@ -133,6 +140,14 @@ def evaluate(data, trials, models, as_json):
                    f"unseen workloads {result['unseen_workload_error_pct']}% (error of the paired ratio over the "
                    f"default; predicting 'no change' errs {result['no_model_error_pct']}%, the default against "
                    f"itself {result['noise_error_pct']}%)")
+        seen = result["models"][result["best_model"]]["config_seen_levels"]
+        click.echo(f"held-out configurations at knob levels training has seen (Rafiki's random sample; "
+                   f"{seen['held_out_groups']} of {result['configurations']} held out): "
+                   f"{result['unseen_config_seen_levels_error_pct']}% (predicting 'no change' for them errs "
+                   f"{seen['no_model_error_pct']}%)")
+        if result.get("retest_error_pct") is not None:
+            click.echo(f"{result['replicates']} calibration runs pooled: one run's measurement of a configuration "
+                       f"and workload lands {result['retest_error_pct']}% from the other's")
 
 
 @tune.command()

@@ -15,6 +15,10 @@ from .workload import Workload
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_DATASET = DATA_DIR / "calibration.jsonl"
+#: a second, independent calibration run of the same plan (same seed): pooled with the first,
+#: each label has twice the pairs; set against it, the two say how far one measurement of a
+#: configuration lands from another (the error no model can get under)
+REPLICATE_DATASET = DATA_DIR / "calibration-replicate.jsonl"
 DEFAULT_MODEL = DATA_DIR / "model.pkl"
 DEFAULT_RANKING = DATA_DIR / "ranking.json"
 WORKLOAD_FEATURES = Workload.FEATURES
@@ -45,18 +49,73 @@ class FeatureSpace:
         return np.array([wf + c.features(self.knobs) for c in configs], dtype=np.float64)
 
 
+def default_datasets() -> list[Path]:
+    """The shipped calibration runs: the dataset, and its replicate where there is one."""
+    return [p for p in (DEFAULT_DATASET, REPLICATE_DATASET) if p == DEFAULT_DATASET or p.exists()]
+
+
+def pool_replicates(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per planned measurement (``run_slot``, workload) over several calibration runs:
+    its pairs pooled (``ratios`` of every run; ``ratio`` their geometric mean, with a new
+    interval), ``replicate_ratios`` each run's own ratio, in run order. A measurement in one run
+    only stays as it is."""
+    from .measure import geomean, ratio_interval
+
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in runs:
+        for r in run:
+            key = (r["run_slot"], r["workload"]["name"])
+            if key not in merged:
+                merged[key] = {**r, "ratios": list(r.get("ratios") or [r["ratio"]]),
+                               "replicate_ratios": [r["ratio"]], "_cpu": [r.get("cpu_ratio")]}
+                continue
+            m = merged[key]
+            if m["knobs"] != r["knobs"]:
+                raise ValueError(f"{key}: two calibration runs measured different configurations under one "
+                                 "slot; a replicate must use the first run's plan (same knobs, --random and --seed)")
+            m["ratios"] += list(r.get("ratios") or [r["ratio"]])
+            m["replicate_ratios"].append(r["ratio"])
+            m["_cpu"].append(r.get("cpu_ratio"))
+    out = []
+    for m in merged.values():
+        cpu = [c for c in m.pop("_cpu") if c]
+        if len(m["replicate_ratios"]) > 1:
+            low, high = ratio_interval(m["ratios"])
+            m.update(ratio=round(geomean(m["ratios"]), 4), ci_low=round(low, 4), ci_high=round(high, 4),
+                     cpu_ratio=round(geomean(cpu), 4) if cpu else None)
+        out.append(m)
+    return out
+
+
+def retest_error_pct(rows: Sequence[dict[str, Any]]) -> float | None:
+    """How far one run's measurement of a (configuration, workload) lands from another run's,
+    mean absolute % (each run's ratio against the other's, both ways): what predicting a
+    measurement by a repeat of it errs."""
+    errs = []
+    for r in rows:
+        reps = r.get("replicate_ratios") or []
+        errs += [abs(b - a) / a for i, a in enumerate(reps) for j, b in enumerate(reps) if i != j and a > 0]
+    return round(float(np.mean(errs)) * 100, 2) if errs else None
+
+
 @dataclass
 class Dataset:
     rows: list[dict[str, Any]]
     space: FeatureSpace = field(default_factory=FeatureSpace)
 
     @classmethod
-    def load(cls, path: Path | str = DEFAULT_DATASET, knobs: Sequence[str] = CALIBRATED) -> "Dataset":
-        rows = [r for r in read_rows(path) if r.get("ratio", 0) > 0 and not r.get("errors")]
-        if not rows:
+    def load(cls, path: Path | str | Sequence[Path | str] | None = None,
+             knobs: Sequence[str] = CALIBRATED) -> "Dataset":
+        """The rows of one calibration run, or of several runs of one plan pooled
+        (:func:`pool_replicates`); by default the shipped runs (:func:`default_datasets`)."""
+        paths = default_datasets() if path is None else [path] if isinstance(path, (str, Path)) else list(path)
+        runs = [[r for r in read_rows(p) if r.get("ratio", 0) > 0 and not r.get("errors")] for p in paths]
+        if not all(runs):
+            empty = [str(p) for p, run in zip(paths, runs) if not run]
             raise FileNotFoundError(
-                f"no usable calibration rows in {path} (rows need a paired 'ratio'; a dataset of the "
+                f"no usable calibration rows in {', '.join(empty)} (rows need a paired 'ratio'; a dataset of the "
                 "earlier unpaired format must be recollected with `asgard tune calibrate`)")
+        rows = runs[0] if len(runs) == 1 else pool_replicates(runs)
         return cls(rows, FeatureSpace(tuple(knobs)))
 
     def __len__(self) -> int:
