@@ -181,14 +181,12 @@ class DriverWorker:
                 self._proc.kill()
 
 
-def _first_put_ms(driver: str, store_kwargs: dict, scope: str) -> dict:
-    """A fresh process's first 10 KiB put on ``driver`` (bench io's probe), with its own CPU."""
-    from .io import _FIRST_PUT_PROBE
+def _first_put_ms(driver: str, store_kwargs: dict, scope: str) -> float:
+    """A fresh process's first 10 KiB put on ``driver`` (bench io's probe)."""
+    from .io import _FIRST_PUT_PROBE, _run_probe
 
     env = _worker_env(driver, store_kwargs)
-    out = subprocess.run([sys.executable, "-c", _FIRST_PUT_PROBE, "cassandra", scope], capture_output=True, text=True,
-                         check=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return _run_probe(_FIRST_PUT_PROBE, store_kwargs, "cassandra", scope, env=env)["first_put_ms"]
 
 
 def parse_variants(drivers: str, aa: bool) -> list[tuple[str, str]]:
@@ -282,7 +280,7 @@ def run_driver_bench(drivers: str = f"{BASE_DRIVER},scylla-driver", sizes_mib: t
                 if first_puts:
                     for name, driver in order:
                         bar.update(task, description=f"round {r + 1}: {name} first put")
-                        ms = _first_put_ms(driver, store_kwargs, scope)["first_put_ms"]
+                        ms = _first_put_ms(driver, store_kwargs, scope)
                         record("first_put", SMALL_BYTES, name, 1000.0 / ms, None, None)
                         bar.advance(task)
         if first_puts:

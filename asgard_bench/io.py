@@ -249,10 +249,11 @@ print(json.dumps({"first_put_ms": (time.perf_counter() - t0) * 1000}))
 """
 
 
-def _run_probe(script: str, store_kwargs: dict, *args: str) -> dict:
-    """Run ``script`` in a fresh interpreter; its last output line is a JSON object. The store's
-    keywords go by environment, not argv: they may hold a password, and argv is visible to all."""
-    env = {**os.environ, "ASGARD_PROBE_STORE": json.dumps(store_kwargs)}
+def _run_probe(script: str, store_kwargs: dict, *args: str, env: dict | None = None) -> dict:
+    """Run ``script`` in a fresh interpreter (``env``: its environment, this process's by
+    default); its last output line is a JSON object. The store's keywords go by environment, not
+    argv: they may hold a password, and argv is visible to all."""
+    env = {**(os.environ if env is None else env), "ASGARD_PROBE_STORE": json.dumps(store_kwargs)}
     out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True,
                          env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
