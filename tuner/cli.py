@@ -63,10 +63,15 @@ def _parse_workloads(spec: str) -> list[tuple]:
     return out
 
 
+#: the calibration runs a command reads: several runs of one plan are pooled (rank: side by side)
+_data_option = click.option(
+    "--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
+    help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped dataset and its "
+    "replicate.")
+
+
 @tune.command()
-@click.option("--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped "
-              "dataset and its replicate.")
+@_data_option
 @click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_RANKING), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def rank(data, out, as_json):
@@ -95,9 +100,7 @@ def rank(data, out, as_json):
 
 
 @tune.command()
-@click.option("--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped "
-              "dataset and its replicate.")
+@_data_option
 @click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_MODEL), show_default=True)
 @click.option("--model", "models", multiple=True, default=("mlp-ensemble", "lightgbm"), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -119,9 +122,7 @@ def fit(data, out, models, as_json):
 
 
 @tune.command()
-@click.option("--data", "data", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Calibration run(s) (JSONL); several runs of one plan are pooled. Default: the shipped "
-              "dataset and its replicate.")
+@_data_option
 @click.option("--trials", default=10, show_default=True)
 @click.option("--model", "models", multiple=True, default=("mlp-ensemble", "mlp-single", "lightgbm"), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
