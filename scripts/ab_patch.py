@@ -90,6 +90,31 @@ def small_ops(nodes: dict, stores: dict, count: int, rounds: int) -> None:
           f"(rounds {min(rate):.2f}-{max(rate):.2f})")
 
 
+def write_block(nodes: dict, stores: dict, data, size: int, rounds: int) -> None:
+    """Puts of ``size`` MiB objects, 128 MiB per instance per round (the flushes they cause land
+    in the rounds of both alike, the order alternating): server CPU per GB and write MB/s."""
+    writes = max(2, 128 // size)
+    rows = {n: [] for n in nodes}
+    for r in range(rounds):
+        for name in (list(nodes) if r % 2 == 0 else list(nodes)[::-1]):
+            scope = f"ab-{uuid.uuid4().hex[:8]}"
+            pid = nodes[name].pid()
+            c0, t0 = jvm_cpu_seconds(pid), time.perf_counter()
+            for i in range(writes):
+                stores[name].put(ObjectKey.for_run(scope, "io", f"w{i}"), data)
+            dt, c1 = time.perf_counter() - t0, jvm_cpu_seconds(pid)
+            rows[name].append(((c1 - c0) / (writes * size / 1024), writes * size / dt))
+            stores[name].purge_scope(f"run/{scope}")
+    for name, got in rows.items():
+        print(f"{size:>4}MiB {name:>9} write: srv CPU s/GB {statistics.median(g[0] for g in got):.3f} "
+              f"MB/s {statistics.median(g[1] for g in got):.1f}")
+    cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
+    rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
+    print(f"{size:>4}MiB patched/release write: server CPU per GB median {statistics.median(cpu):.3f} "
+          f"(rounds {min(cpu):.2f}-{max(cpu):.2f}), MB/s median {statistics.median(rate):.3f} "
+          f"(rounds {min(rate):.2f}-{max(rate):.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes-mib", default="1,64")
@@ -98,10 +123,11 @@ def main() -> None:
     ap.add_argument("--heap", default="2G")
     ap.add_argument("--small-ops", type=int, default=300, help="10 KiB puts and gets per round (0: none)")
     ap.add_argument("--keep", action="store_true", help="leave both instances running")
+    ap.add_argument("--writes", action="store_true", help="also time puts of each size, 128 MiB per round")
     ap.add_argument("--property", default=None,
-                    help="NAME=VALUE: both run the patches, only 'patched' with this -D property")
+                    help="NAME=VALUE[,NAME=VALUE...]: both run the patches, only 'patched' with these -D properties")
     ap.add_argument("--baseline-property", default=None,
-                    help="NAME=VALUE: with --property, the other instance ('release') runs with this one")
+                    help="NAME=VALUE[,...]: with --property, the other instance ('release') runs with these")
     args = ap.parse_args()
     # both instances with upstream's idle-worker spin unless --property sets it on "patched"
     # (the launcher's small-host default would otherwise apply to both)
@@ -109,7 +135,7 @@ def main() -> None:
     nodes = {}
     for name, index in (("patched", 24), ("release", 25)):
         chosen = args.property if name == "patched" else args.baseline_property if args.property else None
-        props = dict([chosen.split("=", 1)]) if chosen else None
+        props = dict(item.split("=", 1) for item in chosen.split(",")) if chosen else None
         node = CassandraNode(index=index, heap=args.heap, workdir=run_dir("cassandra", f"ab-patch{index}"),
                              system_properties=props)
         if name == "release" and not args.property:
@@ -154,6 +180,8 @@ def main() -> None:
               f"(rounds {min(rate):.2f}-{max(rate):.2f})")
         for name, store in stores.items():
             store.purge_scope(keys[name].scope)
+        if args.writes:
+            write_block(nodes, stores, data, size, args.rounds)
     if not args.keep:
         for node in nodes.values():
             node.stop()

@@ -98,6 +98,63 @@ def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     store.purge_scope(key.scope)
 
 
+def _completed_tasks(node) -> dict[str, int]:
+    """``nodetool tpstats``: tasks each pool's workers ran (a task run on the caller's thread is not counted)."""
+    done = {}
+    for line in node.nodetool("tpstats").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1].isdigit() and fields[2].isdigit() and fields[3].isdigit():
+            done[fields[0]] = int(fields[3])
+    return done
+
+
+def test_client_requests_run_to_completion_on_one_thread(node2):
+    """Patches sep-run-immediately and native-inline. Upstream, a coordinator's own local read
+    or mutation is queued to a pool worker whenever nothing else is queued (CASSANDRA-21429),
+    and every request goes from the event loop to the request pool and back. With the launcher's
+    flags, 150 small puts and gets through the store reach no pool worker: ReadStage and
+    MutationStage run (almost) none of them, and on a small host neither does
+    Native-Transport-Requests. Every object reads back as written."""
+    from resources.cassandra.node import SMALL_HOST_CPUS
+    from resources.stores.cassandra import CassandraObjectStore
+
+    store = CassandraObjectStore(contact_points=[node2.address], keyspace="asgard_patch")
+    count, blobs = 150, [os.urandom(10 * 1024 + i) for i in range(150)]
+    keys = [ObjectKey.for_run("run-to-completion", "step", f"out{i}") for i in range(count)]
+    store.put(keys[0], blobs[0])  # statements prepared, table there
+    store.get(keys[0])
+    before = _completed_tasks(node2)
+    for key, blob in zip(keys, blobs):
+        store.put(key, blob)
+    got = [store.get(key)[0] for key in keys]
+    after = _completed_tasks(node2)
+    store.purge_scope(keys[0].scope)
+    assert got == blobs
+    ran = {pool: after.get(pool, 0) - before.get(pool, 0) for pool in
+           ("ReadStage", "MutationStage", "Native-Transport-Requests")}
+    # a few background tasks (system tables, the store's own index and settings reads) may land
+    # in a pool; upstream, every one of the 2 x 150 requests did
+    assert ran["ReadStage"] <= 10 and ran["MutationStage"] <= 10, ran
+    argv = Path(f"/proc/{node2.pid()}/cmdline").read_bytes().split(b"\0")
+    inline = b"-Dasgard.native_inline=true" in argv
+    small = len(os.sched_getaffinity(0)) <= SMALL_HOST_CPUS and "ASGARD_CASSANDRA_NATIVE_INLINE" not in os.environ
+    assert b"-Dasgard.sep_run_immediately=true" in argv and (inline == small or "ASGARD_CASSANDRA_NATIVE_INLINE" in os.environ)
+    assert (ran["Native-Transport-Requests"] <= 10) if inline else ran["Native-Transport-Requests"] >= 2 * count, ran
+    log = (node2.workdir / "logs" / "system.log").read_text(errors="replace")
+    assert "asgard patch sep-run-immediately" in log
+    assert ("asgard patch native-inline: client requests of up to 65536 bytes run on their connection's event loop" in log) == inline
+
+
+def test_a_bad_request_thread_setting_is_refused_before_start(monkeypatch, tmp_path):
+    monkeypatch.setenv("ASGARD_CASSANDRA_NATIVE_INLINE", "yes")
+    node = CassandraNode(index=24, workdir=tmp_path / "node")
+    with pytest.raises(ValueError, match="ASGARD_CASSANDRA_NATIVE_INLINE must be 1 .* got 'yes'"):
+        node.command()
+    monkeypatch.setenv("ASGARD_CASSANDRA_NATIVE_INLINE", "0")
+    argv = node.command()
+    assert "-Dasgard.native_inline=true" not in argv and "-Dasgard.sep_run_immediately=true" in argv
+
+
 def test_local_reads_that_keep_their_rows_answer_every_query_shape_as_before(node2):
     """The patch local-read-keep-rows hands the coordinator's own replica's rows over as read,
     with no serialize and parse in between. Every shape of read still answers as Cassandra's

@@ -52,6 +52,20 @@ RING_SUPERUSER_SETUP_DELAY_MS = 500
 SMALL_HOST_CPUS = 4
 SMALL_HOST_SEP_STOP_CHECK_NS = 50_000
 
+# Where a client request runs (patches sep-run-immediately and native-inline). Upstream, a
+# coordinator's own "immediate" local read or mutation is queued to a pool worker whenever no
+# other task is queued (SEPExecutor.takeWorkPermit(false) wants a queued task; CASSANDRA-21429,
+# fixed on trunk), and every request is handed from the connection's event loop to the request
+# pool and back: four wake-ups per request. Two instances side by side, 10 rounds alternating
+# (docs/results/issue13-run-to-completion.txt), both fixes against neither: JVM context switches per
+# 10 KiB put+get 2.3 vs 13.9, ops/s 1.48x, server CPU per op 0.71x; 64 MiB reads 1.12x MB/s,
+# server CPU per GB 0.68x. The first fix is a bug fix and always on. Running requests on the
+# event loop holds up that loop's other connections while one waits (for a remote replica,
+# a full memtable); a small host has few of either, so it is on up to SMALL_HOST_CPUS, and
+# ASGARD_CASSANDRA_NATIVE_INLINE=1 or 0 sets it on any host.
+RUN_IMMEDIATELY_PROPERTY = "-Dasgard.sep_run_immediately=true"
+NATIVE_INLINE_PROPERTY = "-Dasgard.native_inline=true"
+
 # A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
 # (2000 by default) so the message gets there before messaging closes. A lone instance has no
 # one to tell; on loopback a peer gets it in well under 200 ms. Stop at 127.0.0.6 on a loaded
@@ -525,6 +539,21 @@ class CassandraNode(ManagedServer):
             raise ValueError(f"ASGARD_CASSANDRA_SEP_STOP_CHECK_NS must be nanoseconds (an integer), or empty for "
                              f"Cassandra's own spin; got {value!r}") from None
 
+    def _request_thread_flags(self) -> list[str]:
+        """Which thread runs a client request (RUN_IMMEDIATELY_PROPERTY, NATIVE_INLINE_PROPERTY)."""
+        flags = [] if "asgard.sep_run_immediately" in self.system_properties else [RUN_IMMEDIATELY_PROPERTY]
+        if "asgard.native_inline" in self.system_properties:
+            return flags
+        value = os.environ.get("ASGARD_CASSANDRA_NATIVE_INLINE", "").strip()
+        if value not in ("", "0", "1"):
+            raise ValueError(f"ASGARD_CASSANDRA_NATIVE_INLINE must be 1 (requests run on their connection's event "
+                             f"loop), 0 (on Cassandra's request pool) or unset (1 on hosts of up to "
+                             f"{SMALL_HOST_CPUS} CPUs); got {value!r}")
+        if not value:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            value = "1" if cpus <= SMALL_HOST_CPUS else "0"
+        return flags + ([NATIVE_INLINE_PROPERTY] if value == "1" else [])
+
     def command(self) -> list[str]:
         lib = install(self.version)
         java = shutil.which("java") or "java"
@@ -546,6 +575,7 @@ class CassandraNode(ManagedServer):
               if self.fast_start else []),
             *self._row_overhead_flag(),
             *self._sep_spin_flags(),
+            *self._request_thread_flags(),
             f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
             f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
