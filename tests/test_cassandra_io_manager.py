@@ -481,7 +481,7 @@ def test_an_unset_envvar_is_named_before_anything_connects(cassandra_node):
 _FIRST_REQUESTS = r"""
 import json, os, sys
 from cassandra import connection
-sent = []
+sent, early = [], []
 send_msg = connection.Connection.send_msg
 def record(self, msg, request_id, cb, *args, **kwargs):
     if hasattr(msg, "queries"):  # a batch: its statements by prepared id, or as text
@@ -493,23 +493,37 @@ def record(self, msg, request_id, cb, *args, **kwargs):
     sent.append([type(msg).__name__, what])
     return send_msg(self, msg, request_id, cb, *args, **kwargs)
 connection.Connection.send_msg = record
+wait_for_responses = connection.Connection.wait_for_responses
+def record_early(self, *msgs, **kwargs):  # the pre-opened connection, before the session is up
+    answers = wait_for_responses(self, *msgs, **kwargs)
+    early.extend([type(m).__name__, ok] for m, (ok, _) in zip(msgs, answers)
+                 if type(m).__name__ in ("BatchMessage", "ExecuteMessage"))
+    return answers
+connection.Connection.wait_for_responses = record_early
 from resources.stores import ObjectKey
 from resources.stores.cassandra import CassandraObjectStore
-store = CassandraObjectStore(keyspace=sys.argv[1])
+store = CassandraObjectStore(keyspace=sys.argv[1], **({"table": sys.argv[3]} if len(sys.argv) > 3 else {}))
+if os.environ.get("FIRST_GET"):  # a downstream step: its first request reads its input
+    got, _ = store.get(ObjectKey.for_run(sys.argv[2], "first", "put"))
+    missing = store.exists(ObjectKey.for_run(sys.argv[2], "never", "put"))
+    print(json.dumps({"sent": sent, "early": early, "got": got.hex(), "missing": missing}))
+    sys.exit(0)
 payload = os.urandom(10 * 1024)
 store.put(ObjectKey.for_run(sys.argv[2], "first", "put"), payload)
 store.put(ObjectKey.for_run(sys.argv[2], "second", "put"), payload)
 back = [store.get(ObjectKey.for_run(sys.argv[2], name, "put"))[0] == payload for name in ("first", "second")]
-print(json.dumps({"sent": sent, "back": back, "prepared": sorted(store._prepared)}))
+print(json.dumps({"sent": sent, "early": early, "back": back, "prepared": sorted(store._prepared)}))
 """
 
 
 def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cassandra_store, run_id):
     """A step process connects afresh (issue 13, item 5): its first put is sent before any
-    PREPARE or settings read, over connections that skipped OPTIONS, after the control
-    connection's REGISTER and topology queries only. It names its statements by the ids the node
-    holds them under, so the node parses no text, and the process sends no PREPARE at all: its
-    puts and gets all go by id, and both objects read back."""
+    PREPARE or settings read, over connections that skipped OPTIONS. It goes out on the
+    pre-opened connection as soon as that has started, while the control connection's REGISTER
+    and topology reads may still be under way (nothing else comes first), and the node takes
+    it. It names its statements by the ids the node holds them under, so the node parses no
+    text, and the process sends no PREPARE at all: its puts and gets all go by id, and both
+    objects read back."""
     import collections
     import json
     import os
@@ -526,8 +540,13 @@ def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cas
     kinds = [kind for kind, _ in sent]
     assert "OptionsMessage" not in kinds, sent
     first = kinds.index("BatchMessage")
-    # the control connection (STARTUP, REGISTER, peers and local) and the pool's STARTUP: nothing else
-    assert collections.Counter(kinds[:first]) == {"StartupMessage": 2, "RegisterMessage": 1, "QueryMessage": 2}, sent
+    # the pool's STARTUP, and of the control connection's STARTUP, REGISTER, peers and local
+    # whatever it had sent by then: nothing else
+    before = collections.Counter(kinds[:first])
+    assert before["StartupMessage"] >= 1 and before <= collections.Counter(
+        {"StartupMessage": 2, "RegisterMessage": 1, "QueryMessage": 2}), sent
+    # the head and the index row, two requests at once (over the batch warning threshold), both taken
+    assert [kind for kind, _ in result["early"]] == ["BatchMessage"] * 2 and all(ok for _, ok in result["early"]), result
     assert all("system.peers" in q or "system.local" in q for kind, q in sent[:first] if kind == "QueryMessage"), sent
     assert not any(kind == "PrepareMessage" or "system_views" in q for kind, q in sent[:first + 1]), sent
     assert sent[first] == ("BatchMessage", "ids"), sent
@@ -535,6 +554,52 @@ def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cas
     assert result["back"] == [True, True]
     assert {"insert_head", "insert_index", "select_head"} <= set(result["prepared"]), result
     cassandra_store.purge_scope(f"run/{run_id}")
+
+
+def test_a_fresh_process_first_get_reads_its_input_before_the_session_is_up(cassandra_store, run_id):
+    """A downstream step's first request is its input's get: it goes out by the statement's id
+    on the pre-opened connection (no PREPARE, no wait for the topology reads), and gives the
+    bytes the upstream step put; a key that was never written reads as absent."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cassandra_store.ensure_schema()
+    cassandra_store._statement("select_head")  # the node holds it, as after any step
+    payload = os.urandom(10 * 1024)
+    cassandra_store.put(ObjectKey.for_run(run_id, "first", "put"), payload)
+    out = subprocess.run([sys.executable, "-c", _FIRST_REQUESTS, TEST_KEYSPACE, run_id], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd(), "FIRST_GET": "1"}).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["early"] == [["ExecuteMessage", True]], result
+    assert bytes.fromhex(result["got"]) == payload and result["missing"] is False
+    assert "PrepareMessage" not in [kind for kind, _ in result["sent"]], result
+    cassandra_store.purge_scope(f"run/{run_id}")
+
+
+def test_a_fresh_process_first_put_into_a_missing_table_falls_back_and_creates_it(cassandra_store, run_id):
+    """The early first put (on the pre-opened connection, before the session is up) meets a
+    table that does not exist: the node refuses it, nothing is torn, and the put goes the
+    session's way, which creates the table; both objects read back in the same process."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    cassandra_store.ensure_schema()  # the keyspace exists; the table does not
+    table = f"early_{uuid.uuid4().hex[:8]}"
+    try:
+        out = subprocess.run([sys.executable, "-c", _FIRST_REQUESTS, TEST_KEYSPACE, run_id, table],
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        assert result["early"] and not any(ok for _, ok in result["early"]), result
+        assert result["back"] == [True, True], result
+    finally:
+        for t in (table, f"{table}_index"):
+            cassandra_store.session.execute(f"DROP TABLE IF EXISTS {TEST_KEYSPACE}.{t}")
 
 
 def test_a_first_put_into_a_missing_table_creates_it(cassandra_node, run_id):
@@ -579,7 +644,7 @@ def test_a_first_put_routes_by_its_head_partition(cassandra_store, run_id, monke
     assert cassandra_store._statement("insert_head").bind(head[1]).routing_key == head_key
     assert cassandra_store._statement("select_head").bind((scope, path, "", 0)).routing_key == head_key
     for requests, want in (((head, index), head_key), ((head,), head_key), ((index,), index_key)):
-        batch, known = cassandra_store._first(requests)
+        batch, known = cassandra_store._first(requests, cassandra_store.session.cluster)
         assert bool(known) == (first == "known")
         assert batch.keyspace == cassandra_store.keyspace
         assert batch.routing_key == want, requests
@@ -592,7 +657,7 @@ def test_the_ids_a_first_put_and_get_send_are_the_nodes_own(cassandra_store):
     cassandra_store.ensure_schema()
     session = cassandra_store.session
     for name in ("insert_head", "insert_index", "select_head"):
-        known = cassandra_store._known(name)
+        known = cassandra_store._known(name, session.cluster)
         prepared = session.prepare(cassandra_store._statements()[name])
         assert known.query_id == prepared.query_id, name
         assert [(c.keyspace_name, c.table_name, c.name, c.type) for c in known.column_metadata] == [
@@ -613,7 +678,7 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
     setup.ensure_schema()  # creates the tables (and prepares only select_head)
     try:
         store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
-        ids = {name: store._known(name).query_id for name in ("insert_head", "insert_index")}
+        ids = {name: store._known(name, store.session.cluster).query_id for name in ("insert_head", "insert_index")}
 
         def held() -> set:
             rows = store.session.execute("SELECT prepared_id FROM system.prepared_statements")

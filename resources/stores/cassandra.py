@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -576,56 +577,167 @@ def _connect(contact_points: tuple[str, ...], port: int, username: str | None, p
             time.sleep(0.5)
 
 
-def _connect_once(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
-                  connect_timeout: float, tls: tuple | None = None):
-    from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import Cluster, NoHostAvailable
-    from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
-
+def _session_key(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
+                 tls: tuple | None) -> tuple:
     # the password and the TLS settings are part of the identity: a wrong password or a plain
     # connection must not reuse a session opened with good ones
-    cache_key = (os.getpid(), contact_points, port, username, hash(password), tls, FAST_READ)
+    return (os.getpid(), contact_points, port, username, hash(password), tls, FAST_READ)
+
+
+def _new_cluster(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
+                 connect_timeout: float, tls: tuple | None):
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
+
+    auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
+    context = ssl_context(*tls) if tls else None
+    return _cluster_class()(
+        _endpoints(contact_points, port), port=port, auth_provider=auth, connect_timeout=connect_timeout,
+        ssl_context=context,
+        control_connection_timeout=connect_timeout,
+        load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
+        default_retry_policy=ride_through_retry_policy(),
+        protocol_version=PROTOCOL_VERSION,
+        connection_class=_connection_class(),
+        # a local node restarted by the tuner is back in seconds: the driver's default
+        # back-off (1 s doubling to 10 min) kept the session away for up to a minute
+        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.2, max_delay=5.0),
+        # every step process connects afresh: skip what a step does not use. The full schema
+        # (every keyspace's tables, read at connect) cost 50-60 ms of a ~80 ms connect here;
+        # preparing on every host costs a round trip per host (a host without the statement
+        # answers UNPREPARED and the driver prepares it there on first use).
+        schema_metadata_enabled=False,
+        prepare_on_all_hosts=False,
+        # The driver asks for LZ4 frame compression whenever the lz4 package is importable;
+        # our chunks are mostly incompressible (and the codec option compresses the rest once,
+        # on the client), so the server compressed every response and decompressed every
+        # request for nothing: 5-8% of its CPU samples in a read profile here.
+        compression=PROTOCOL_COMPRESSION,
+    )
+
+
+def _open(cluster, contact_points: tuple[str, ...], port: int, drop: bool = True):
+    """``cluster.connect()``, its connect errors as :class:`StoreUnavailableError`; with ``drop``,
+    the pre-opened connections no pool took are closed afterwards."""
+    from cassandra.cluster import NoHostAvailable
+
+    try:
+        return cluster.connect()
+    except (NoHostAvailable, OSError) as exc:
+        cluster.shutdown()
+        where = ",".join(f"{h}:{port}" for h in contact_points)
+        raise StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc) from exc
+    finally:
+        if drop:
+            cluster.drop_preopened()
+
+
+def _connect_once(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
+                  connect_timeout: float, tls: tuple | None = None):
+    key = _session_key(contact_points, port, username, password, tls)
     with _sessions_lock:
-        session = _sessions.get(cache_key)
-        if session is not None and not session.is_shutdown:
-            return session
-        auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
-        context = ssl_context(*tls) if tls else None
-        cluster = _cluster_class()(
-            _endpoints(contact_points, port), port=port, auth_provider=auth, connect_timeout=connect_timeout,
-            ssl_context=context,
-            control_connection_timeout=connect_timeout,
-            load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
-            default_retry_policy=ride_through_retry_policy(),
-            protocol_version=PROTOCOL_VERSION,
-            connection_class=_connection_class(),
-            # a local node restarted by the tuner is back in seconds: the driver's default
-            # back-off (1 s doubling to 10 min) kept the session away for up to a minute
-            reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.2, max_delay=5.0),
-            # every step process connects afresh: skip what a step does not use. The full schema
-            # (every keyspace's tables, read at connect) cost 50-60 ms of a ~80 ms connect here;
-            # preparing on every host costs a round trip per host (a host without the statement
-            # answers UNPREPARED and the driver prepares it there on first use).
-            schema_metadata_enabled=False,
-            prepare_on_all_hosts=False,
-            # The driver asks for LZ4 frame compression whenever the lz4 package is importable;
-            # our chunks are mostly incompressible (and the codec option compresses the rest once,
-            # on the client), so the server compressed every response and decompressed every
-            # request for nothing: 5-8% of its CPU samples in a read profile here.
-            compression=PROTOCOL_COMPRESSION,
-        )
-        try:
+        cached = _sessions.get(key)
+        if not isinstance(cached, _EarlyStart):
+            if cached is not None and not cached.is_shutdown:
+                return cached
+            cluster = _new_cluster(contact_points, port, username, password, connect_timeout, tls)
             if PREOPEN:
                 cluster.preopen()
-            session = cluster.connect()
-        except (NoHostAvailable, OSError) as exc:
-            cluster.shutdown()
-            where = ",".join(f"{h}:{port}" for h in contact_points)
-            raise StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc) from exc
-        finally:
-            cluster.drop_preopened()
-        _sessions[cache_key] = session
-        return session
+            session = _open(cluster, contact_points, port)
+            _sessions[key] = session
+            return session
+    return cached.session(connect_timeout)  # opened in the background (outside the lock: it takes it)
+
+
+class _EarlyStart:
+    """A fresh process's session, opened in the background while the first put goes out on the
+    pre-opened connection (:meth:`send`). Without it, a step's first put waited for the whole
+    connect: the control connection's REGISTER and topology reads took 4-5 ms of a first put's
+    10-11 ms here, and the put itself went out only after them. The pre-opened connection is
+    the one the session's pool takes (:func:`_cluster_class`), authenticated and with the same
+    TLS. Until the session is up, :data:`_sessions` holds this object; the next request that
+    needs the session waits for it (:meth:`session`)."""
+
+    def __init__(self, key: tuple, cluster, contact_points: tuple[str, ...], port: int, connect_timeout: float):
+        from concurrent.futures import Future
+
+        self.key, self.cluster = key, cluster
+        self._opened: Future = Future()
+        self._sent = threading.Event()
+        cluster.preopen()
+        self._first_connection = cluster.preopened_futures[0] if cluster.preopened_futures else None
+        threading.Thread(target=self._run, args=(contact_points, port, connect_timeout), name="asgard-connect",
+                         daemon=True).start()
+
+    def _run(self, contact_points, port, connect_timeout) -> None:
+        try:
+            session = _open(self.cluster, contact_points, port, drop=False)
+        except BaseException as exc:
+            with _sessions_lock:
+                if _sessions.get(self.key) is self:
+                    del _sessions[self.key]
+            self._opened.set_exception(exc)
+            self.cluster.drop_preopened()
+            return
+        with _sessions_lock:
+            if _sessions.get(self.key) is self:
+                _sessions[self.key] = session
+        self._opened.set_result(session)
+        # a pre-opened connection no pool took is closed once the early requests are done with it
+        self._sent.wait(connect_timeout)
+        self.cluster.drop_preopened()
+
+    def release(self) -> None:
+        """The early requests are done (or none will be sent)."""
+        self._sent.set()
+
+    def session(self, connect_timeout: float):
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        try:
+            return self._opened.result(timeout=connect_timeout + 5.0)
+        except FutureTimeout as exc:
+            raise StoreUnavailableError("Cassandra", ",".join(str(e) for e in self.cluster.contact_points), LOCAL_HINT,
+                                        exc) from exc
+
+    def send(self, messages: list, timeout: float) -> list | None:
+        """``(ok, response or error)`` for each message, sent together on the pre-opened
+        connection; None if that connection is not there (the caller then goes the session's way)."""
+        try:
+            if self._first_connection is None:
+                return None
+            conn = self._first_connection.result(timeout=timeout)
+            if conn is None or conn.is_closed or conn.is_defunct:
+                return None
+            # the session opens on another thread meanwhile, running Python: at the default 5 ms
+            # switch interval the sender (and the reactor, with the answer) waited that long at a
+            # time for the GIL
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(interval, EARLY_SWITCH_INTERVAL_S))
+            try:
+                # fail_on_error=False: an error answer (no table yet, a statement the node does not
+                # hold) is returned, and does not defunct the connection the pool is taking
+                return conn.wait_for_responses(*messages, timeout=timeout, fail_on_error=False)
+            finally:
+                sys.setswitchinterval(interval)
+        except Exception:
+            return None
+
+
+def _early_start(contact_points: tuple[str, ...], port: int, username: str | None, password: str | None,
+                 connect_timeout: float, tls: tuple | None) -> _EarlyStart | None:
+    """An :class:`_EarlyStart` for a process that has no session to this cluster yet, else None
+    (also when connections are not pre-opened: there is none to send on)."""
+    if not PREOPEN:
+        return None
+    key = _session_key(contact_points, port, username, password, tls)
+    with _sessions_lock:
+        if key in _sessions:
+            return None
+        early = _EarlyStart(key, _new_cluster(contact_points, port, username, password, connect_timeout, tls),
+                            contact_points, port, connect_timeout)
+        _sessions[key] = early
+        return early
 
 
 #: how a fresh process sends its first put and get (A/B): "known" executes them by their prepared
@@ -635,6 +747,10 @@ FIRST_REQUESTS = os.environ.get("ASGARD_CQL_FIRST") or (
     "prepare" if os.environ.get("ASGARD_CQL_UNPREPARED") == "0" else "known")
 #: 0: the session's pools connect after the control connection, as the driver does (A/B)
 PREOPEN = int(os.environ.get("ASGARD_CQL_PREOPEN", "1"))
+#: 0: a fresh process's first put waits for the session, as before (A/B of _EarlyStart)
+EARLY_FIRST = int(os.environ.get("ASGARD_CQL_EARLY", "1"))
+#: Python's thread switch interval while an early put waits (the default is 5 ms)
+EARLY_SWITCH_INTERVAL_S = 0.0002
 
 
 _CQL_TYPES = {"text": "VarcharType", "blob": "BytesType", "int": "Int32Type", "boolean": "BooleanType"}
@@ -705,9 +821,11 @@ def _cluster_class():
     class PreopeningCluster(Cluster):
         _preopened: dict | None = None
 
+        preopened_futures: list = []
+
         def preopen(self) -> None:
             self.connection_class.initialize_reactor()
-            self._preopened = {}
+            self._preopened, self.preopened_futures = {}, []
             for endpoint in self.endpoints_resolved:
                 future: Future = Future()
 
@@ -718,6 +836,7 @@ def _cluster_class():
                         future.set_exception(exc)
 
                 self._preopened[endpoint] = future
+                self.preopened_futures.append(future)
                 threading.Thread(target=run, name="asgard-preopen", daemon=True).start()
 
         def connection_factory(self, endpoint, *args, **kwargs):
@@ -933,6 +1052,7 @@ class CassandraObjectStore(ObjectStore):
         self._batch_warn: int | None = None  # the connected node's batch_size_warn_threshold
         self._batch_warn_reading = False  # read in the background, off the first put's path
         self._session, self._session_pid = None, None
+        self._early_cluster = None  # the cluster an early first request went through (_EarlyStart)
 
     # --- connection and schema ----------------------------------------------------------
     @property
@@ -941,7 +1061,8 @@ class CassandraObjectStore(ObjectStore):
         if session is None or session.is_shutdown or self._session_pid != os.getpid():
             session = _connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
                                self.ride_through_seconds, self.tls)
-            if session is not self._session:
+            # statements known before the session (an early first put or get) were filed with its cluster
+            if session is not self._session and not (self._session is None and session.cluster is self._early_cluster):
                 self._prepared, self._preparing, self._batch_warn = {}, {}, None
                 self._routed = self._batch_warn_reading = False
             self._session, self._session_pid = session, os.getpid()
@@ -1034,24 +1155,23 @@ class CassandraObjectStore(ObjectStore):
     }
     _FIRST_PARTITION_KEY = {"insert_head": (0, 1, 2, 3), "insert_index": (0,), "select_head": (0, 1, 2, 3)}
 
-    def _known(self, name: str):
+    def _known(self, name: str, cluster):
         """Statement ``name`` by its computed prepared id (:func:`_known_prepared`), or None where
-        that does not apply (protocol v5, or turned off)."""
-        session = self.session
-        if FIRST_REQUESTS != "known" or session.cluster.protocol_version > 4 or session.keyspace:
+        that does not apply (protocol v5, or turned off). Sessions here never set a keyspace."""
+        if FIRST_REQUESTS != "known" or cluster.protocol_version > 4:
             return None
         from cassandra import ConsistencyLevel
 
         table = self.table + "_index" if name == "insert_index" else self.table
         stmt = _known_prepared(self._statements()[name], self.keyspace, table, self._FIRST_MARKERS[name],
-                               self._FIRST_PARTITION_KEY[name], session.cluster.protocol_version)
+                               self._FIRST_PARTITION_KEY[name], cluster.protocol_version)
         stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
         stmt.is_idempotent = True
         # the driver prepares it again from here when a node answers UNPREPARED
-        session.cluster.add_prepared(stmt.query_id, stmt)
+        cluster.add_prepared(stmt.query_id, stmt)
         return stmt
 
-    def _first(self, requests: tuple[tuple[str, tuple], ...]):
+    def _first(self, requests: tuple[tuple[str, tuple], ...], cluster):
         """An UNLOGGED batch of ``requests`` for a fresh process's first put, without a prepare
         round trip first, routed to a replica of the first one's partition as a prepared batch is:
         each statement by its known id (:meth:`_known`), or else as CQL text with its values bound
@@ -1062,7 +1182,7 @@ class CassandraObjectStore(ObjectStore):
         from cassandra.query import BatchStatement, BatchType
 
         batch = BatchStatement(BatchType.UNLOGGED, consistency_level=getattr(ConsistencyLevel, self.consistency))
-        known = {name: self._known(name) for name, _ in requests}
+        known = {name: self._known(name, cluster) for name, _ in requests}
         if all(known.values()):
             for name, params in requests:
                 batch.add(known[name], params)  # keyspace and routing key: the first one's
@@ -1070,7 +1190,7 @@ class CassandraObjectStore(ObjectStore):
             from cassandra import cqltypes
 
             known = {}
-            texts, version = self._statements(), self.session.cluster.protocol_version
+            texts, version = self._statements(), cluster.protocol_version
 
             def ser(value, kind):
                 return None if value is None else getattr(cqltypes, _CQL_TYPES[kind]).serialize(value, version)
@@ -1095,10 +1215,12 @@ class CassandraObjectStore(ObjectStore):
         (idempotent), which creates the table or explains it."""
         from cassandra import InvalidRequest
 
+        if EARLY_FIRST and (self._session is None or self._session_pid != os.getpid()) and self._write_early(groups):
+            return True
         session = self.session
         if not self._routed:  # a ring: the replicas of our keyspace, before routing by token
             self._route_by_token(session)
-        batches = [self._first(g) for g in groups]
+        batches = [self._first(g, session.cluster) for g in groups]
         try:
             if len(batches) == 1:
                 self._execute(session, batches[0][0])
@@ -1123,6 +1245,33 @@ class CassandraObjectStore(ObjectStore):
         for batch, known in batches:
             self._prepared.update(known)
         self._prepare_later(session, *(name for group in groups for name, _ in group if name not in self._prepared))
+        return True
+
+    def _write_early(self, groups) -> bool:
+        """A fresh process's first put on the pre-opened connection while its session opens
+        (:class:`_EarlyStart`). The node that takes it coordinates it to the partition's replicas
+        at our consistency level, as a request the driver did not route by token. False (the
+        caller sends it the session's way; the rows are idempotent) if this process has a session
+        already, the connection is not there, or the node refused a request."""
+        from cassandra.protocol import BatchMessage
+
+        early = _early_start(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
+                             self.tls)
+        if early is None:
+            return False
+        try:
+            cluster = early.cluster
+            batches = [self._first(g, cluster) for g in groups]
+            messages = [BatchMessage(b.batch_type, b._statements_and_parameters, b.consistency_level, None,
+                                     cluster.timestamp_generator(), None) for b, _ in batches]
+            answers = early.send(messages, timeout=self.request_timeout)
+        finally:
+            early.release()
+        if answers is None or not all(ok for ok, _ in answers):
+            return False
+        for _, known in batches:
+            self._prepared.update(known)
+        self._early_cluster = cluster
         return True
 
     def _route_by_token(self, session) -> None:
@@ -1423,6 +1572,8 @@ class CassandraObjectStore(ObjectStore):
         rather than wait a round trip for it, and the puts after batch by it."""
         if self._batch_warn is not None or self._batch_warn_reading:
             return
+        if self._session is None or self._session_pid != os.getpid():
+            return  # the session is still opening (the first put went early): the next put reads it
         self._batch_warn_reading = True
         session = self.session
         future = session.execute_async(
@@ -1507,11 +1658,15 @@ class CassandraObjectStore(ObjectStore):
         from cassandra.cqltypes import Int32Type, UTF8Type
         from cassandra.query import SimpleStatement
 
+        if EARLY_FIRST and (self._session is None or self._session_pid != os.getpid()):
+            row = self._read_head_early(key)
+            if row is not None:
+                return row
         session = self.session
         if not self._routed:
             self._route_by_token(session)
         params = (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)
-        known = self._known("select_head")
+        known = self._known("select_head", session.cluster)
         if known is not None:
             stmt = known.bind(params)
         else:
@@ -1532,6 +1687,35 @@ class CassandraObjectStore(ObjectStore):
         else:
             self._prepare_later(session, "select_head")
         return False if row is None else (row, sink)
+
+    def _read_head_early(self, key: ObjectKey):
+        """A fresh process's first get (a step's first request is usually its input's) on the
+        pre-opened connection while the session opens (:class:`_EarlyStart`), by the statement's
+        known id. ``(row, None)``, False for no row, or None to go the session's way: this
+        process has a session already, the node does not hold the id, or it refused."""
+        from cassandra.protocol import ExecuteMessage
+        from cassandra.query import named_tuple_factory
+
+        early = _early_start(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
+                             self.tls)
+        if early is None:
+            return None
+        try:
+            known = self._known("select_head", early.cluster)
+            if known is None:
+                return None
+            bound = known.bind((key.scope, key.path, HEAD_VERSION, HEAD_GROUP))
+            answers = early.send([ExecuteMessage(known.query_id, bound.values, known.consistency_level)],
+                                 timeout=self.request_timeout)
+        finally:
+            early.release()
+        if not answers or not answers[0][0]:
+            return None
+        result = answers[0][1]
+        rows = named_tuple_factory(result.column_names, result.parsed_rows or [])
+        self._prepared["select_head"] = known
+        self._early_cluster = early.cluster
+        return (rows[0], None) if rows else False
 
     def _index(self, scope: str, path: str | None = None) -> list:
         if path is None:
