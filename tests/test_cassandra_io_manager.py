@@ -578,6 +578,64 @@ def test_a_fresh_process_first_get_reads_its_input_before_the_session_is_up(cass
     cassandra_store.purge_scope(f"run/{run_id}")
 
 
+_THREADS_FIRST = r"""
+import json, os, sys, threading
+from cassandra import connection
+early = []
+wait_for_responses = connection.Connection.wait_for_responses
+def record_early(self, *msgs, **kwargs):
+    answers = wait_for_responses(self, *msgs, **kwargs)
+    early.extend(type(m).__name__ for m in msgs if type(m).__name__ in ("BatchMessage", "ExecuteMessage"))
+    return answers
+connection.Connection.wait_for_responses = record_early
+from cassandra import cluster as driver_cluster
+clusters = []
+cluster_init = driver_cluster.Cluster.__init__
+def count_clusters(self, *args, **kwargs):
+    clusters.append(1)
+    return cluster_init(self, *args, **kwargs)
+driver_cluster.Cluster.__init__ = count_clusters
+from resources.stores import ObjectKey
+from resources.stores.cassandra import CassandraObjectStore
+store = CassandraObjectStore(keyspace=sys.argv[1])
+payloads = {i: os.urandom(10 * 1024 + i) for i in range(8)}
+barrier, errors = threading.Barrier(8), []
+def put(i):
+    try:
+        barrier.wait()
+        store.put(ObjectKey.for_run(sys.argv[2], "threads", str(i)), payloads[i])
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+back = [store.get(ObjectKey.for_run(sys.argv[2], "threads", str(i)))[0] == payloads[i] for i in range(8)]
+print(json.dumps({"early": early, "errors": errors, "back": back, "clusters": len(clusters)}))
+"""
+
+
+def test_eight_threads_first_puts_in_a_fresh_process_share_one_session(cassandra_store, run_id):
+    """Eight threads of a fresh process put at once: one of them goes early on the pre-opened
+    connection, the others wait for the one session opening meanwhile (never a second one),
+    and every object reads back whole."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cassandra_store.ensure_schema()
+    for name in ("insert_head", "insert_index", "select_head"):
+        cassandra_store._statement(name)
+    out = subprocess.run([sys.executable, "-c", _THREADS_FIRST, TEST_KEYSPACE, run_id], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["errors"] == [] and result["back"] == [True] * 8 and result["clusters"] == 1, result
+    # one put's head and index rows (two requests: over the batch warning threshold until it is read)
+    assert result["early"] == ["BatchMessage"] * 2, result
+    assert sorted(cassandra_store.list_paths(f"run/{run_id}")) == sorted(f"threads/{i}" for i in range(8))
+    cassandra_store.purge_scope(f"run/{run_id}")
+
+
 def test_a_fresh_process_first_put_into_a_missing_table_falls_back_and_creates_it(cassandra_store, run_id):
     """The early first put (on the pre-opened connection, before the session is up) meets a
     table that does not exist: the node refuses it, nothing is torn, and the put goes the
