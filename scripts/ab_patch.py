@@ -61,6 +61,15 @@ def release_only(node: CassandraNode) -> None:
     node.command = unpatched
 
 
+def print_ratios(label: str, rows: dict, cpu_unit: str, rate_unit: str) -> None:
+    """Medians (and ranges) of the per-round ratios patched / release of ``(cpu, rate, ...)`` rows."""
+    cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
+    rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
+    print(f"{label}: server CPU per {cpu_unit} median {statistics.median(cpu):.3f} "
+          f"(rounds {min(cpu):.2f}-{max(cpu):.2f}), {rate_unit} median {statistics.median(rate):.3f} "
+          f"(rounds {min(rate):.2f}-{max(rate):.2f})")
+
+
 def small_ops(nodes: dict, stores: dict, count: int, rounds: int) -> None:
     """10 KiB put then get, ``count`` of each per round: server CPU ms per op and ops/s."""
     payload = np.random.default_rng(0).bytes(10 * 1024)
@@ -83,11 +92,7 @@ def small_ops(nodes: dict, stores: dict, count: int, rounds: int) -> None:
         print(f"  10KiB {name:>9} srv CPU ms/op {statistics.median(g[0] for g in got):.3f} "
               f"ops/s {statistics.median(g[1] for g in got):.1f} "
               f"ctx switches/op {statistics.median(g[2] for g in got):.1f}  " + " ".join(f"{g[0]:.2f}" for g in got))
-    cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
-    rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
-    print(f"  10KiB patched/release: server CPU per op median {statistics.median(cpu):.3f} "
-          f"(rounds {min(cpu):.2f}-{max(cpu):.2f}), ops/s median {statistics.median(rate):.3f} "
-          f"(rounds {min(rate):.2f}-{max(rate):.2f})")
+    print_ratios("  10KiB patched/release", rows, "op", "ops/s")
 
 
 def write_block(nodes: dict, stores: dict, data, size: int, rounds: int) -> None:
@@ -108,11 +113,7 @@ def write_block(nodes: dict, stores: dict, data, size: int, rounds: int) -> None
     for name, got in rows.items():
         print(f"{size:>4}MiB {name:>9} write: srv CPU s/GB {statistics.median(g[0] for g in got):.3f} "
               f"MB/s {statistics.median(g[1] for g in got):.1f}")
-    cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
-    rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
-    print(f"{size:>4}MiB patched/release write: server CPU per GB median {statistics.median(cpu):.3f} "
-          f"(rounds {min(cpu):.2f}-{max(cpu):.2f}), MB/s median {statistics.median(rate):.3f} "
-          f"(rounds {min(rate):.2f}-{max(rate):.2f})")
+    print_ratios(f"{size:>4}MiB patched/release write", rows, "GB", "MB/s")
 
 
 def main() -> None:
@@ -173,11 +174,7 @@ def main() -> None:
             print(f"{size:>4}MiB {name:>9} {statistics.median(g[0] for g in got):>13.3f} "
                   f"{statistics.median(g[1] for g in got):>10.1f} {statistics.median(g[2] for g in got):>10.1f}  "
                   + " ".join(f"{g[0]:.2f}" for g in got))
-        cpu = [a[0] / b[0] for a, b in zip(rows["patched"], rows["release"])]
-        rate = [a[1] / b[1] for a, b in zip(rows["patched"], rows["release"])]
-        print(f"{size:>4}MiB patched/release: server CPU per GB median {statistics.median(cpu):.3f} "
-              f"(rounds {min(cpu):.2f}-{max(cpu):.2f}), read MB/s median {statistics.median(rate):.3f} "
-              f"(rounds {min(rate):.2f}-{max(rate):.2f})")
+        print_ratios(f"{size:>4}MiB patched/release", rows, "GB", "read MB/s")
         for name, store in stores.items():
             store.purge_scope(keys[name].scope)
         if args.writes:
