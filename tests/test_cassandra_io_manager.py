@@ -169,14 +169,17 @@ def test_outputs_of_one_run_spread_over_partitions_each_within_a_chunk_group(cas
     assert largest == group_bytes  # no partition holds more than one chunk group
 
 
-def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id):
-    """Count the requests the driver sends (its request-init hook): a small put is ONE request
-    (an unlogged batch of its head row and index row), a small get one SELECT, a large put no
-    SELECT at all."""
+def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, monkeypatch):
+    """Count the requests sent, through the driver (its request-init hook) and on the store's
+    direct connection (cql_direct): a small put is ONE request (an unlogged batch of its head
+    row and index row), a small get one SELECT, a large put no SELECT at all."""
+    from cassandra.protocol import BatchMessage
     from cassandra.query import BatchStatement
 
+    from resources.stores.cql_direct import DirectConnection
+
     store = io_manager.store()
-    sent = []
+    sent, direct = [], []
 
     def listener(future):
         if isinstance(future.query, BatchStatement):
@@ -184,11 +187,23 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id):
         else:
             sent.append(future.query.prepared_statement.query_string.split()[0])
 
+    send = DirectConnection._send
+
+    def on_direct(conn, messages):
+        names = {stmt.query_id: stmt.query_string.split()[0] for stmt in store._prepared.values()}
+        for message in messages:
+            sent.append("BATCH" if isinstance(message, BatchMessage) else names[message.query_id])
+        direct.extend(messages)
+        return send(conn, messages)
+
+    monkeypatch.setattr(DirectConnection, "_send", on_direct)
     session = store.session
     store.put(ObjectKey.for_run(run_id, "warm", "up"), 1)  # prepares the statements once
     store.put(ObjectKey.for_run(run_id, "warm", "big"), b"w" * (3 * store.chunk_size))
     store.get(ObjectKey.for_run(run_id, "warm", "big"))
     warn = store._batch_warn_bytes()  # read once per session, before counting
+    sent.clear()
+    direct.clear()
     session.add_request_init_listener(listener)
     try:
         store.put(ObjectKey.for_run(run_id, "s", "tiny"), b"t" * 3_000)  # under any warn threshold
@@ -209,6 +224,8 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id):
         store.put(ObjectKey.for_run(run_id, "s", "big"), b"y" * (3 * store.chunk_size))
         # index row + 4 chunks (3 chunks of data and the pickle header's spill), then head + index
         assert sent == ["INSERT"] * 7, sent
+        # the small puts' rows, the head rows and the gets' head reads went direct; chunks not
+        assert len(direct) == 1 + (1 if warn >= 12_000 else 2) + 2 + 1 + 2, [type(m).__name__ for m in direct]
     finally:
         session.remove_request_init_listener(listener)
 

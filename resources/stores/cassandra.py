@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import sys
 import threading
 import time
 from typing import Any, Iterator
 
 from .base import IN_PLACE, MiB, ObjectKey, ObjectStore, output_buffer
+# a RESULT body's last blob found without decoding it, here and on the direct connection
+from .cql_direct import RESULT_OPCODE as _RESULT_OPCODE, last_blob_prefix as _last_blob_prefix
 from .errors import SchemaLayoutError, StoreConfigError, StoreFullError, StoreUnavailableError
 
 # the columns (and their kind) of the two tables: a table of another layout is refused by name
@@ -284,47 +285,6 @@ HEAD_SINK_BYTES = 64 * 1024
 
 #: the sink of the request this thread sends next (set around one ``execute_async``)
 _next_sink = threading.local()
-_RESULT_OPCODE, _ROWS_KIND, _GLOBAL_TABLES_SPEC, _NO_METADATA = 0x08, 2, 0x0001, 0x0004
-_BLOB_TYPE = 0x0003
-_INTS3 = struct.Struct(">iii")
-
-
-def _last_blob_prefix(buf, at: int, end: int) -> tuple[int, int] | None:
-    """``(prefix length, blob length)`` if ``buf[at:end]`` starts a protocol v3/v4 RESULT body of
-    ROWS holding one row of blob columns (the driver never asks to skip the metadata, so the
-    node sends it), its last column's bytes being what follows the prefix; None for anything
-    else, or if the prefix is not all in ``buf[at:end]`` yet."""
-    if end - at < 12:
-        return None
-    kind, flags, columns = _INTS3.unpack_from(buf, at)
-    if kind != _ROWS_KIND or columns < 1 or flags not in (_GLOBAL_TABLES_SPEC, _NO_METADATA):
-        return None
-    pos = at + 12
-    if flags == _GLOBAL_TABLES_SPEC:
-        for i in range(2 + 2 * columns):  # keyspace, table, then each column's name and type
-            if end - pos < 2:
-                return None
-            field = int.from_bytes(buf[pos:pos + 2], "big")
-            if i >= 2 and i % 2 == 1:  # a type: an option id, blob's has no parameters
-                if field != _BLOB_TYPE:
-                    return None
-                pos += 2
-            else:
-                pos += 2 + field
-    if end - pos < 4 or int.from_bytes(buf[pos:pos + 4], "big") != 1:  # one row
-        return None
-    pos += 4
-    for _ in range(columns - 1):  # the cells before the last ([bytes]: length, -1 for null)
-        if end - pos < 4:
-            return None
-        length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-        pos += 4 + max(length, 0)
-    if end - pos < 4:
-        return None
-    length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-    return (pos + 4 - at, length) if length >= 0 else None
-
-
 def _connection_class():
     base = _large_buffer_connection_class()
     return _fast_read_connection_class(base) if FAST_READ else base
@@ -909,6 +869,39 @@ def _release(future) -> None:
     future._timer = None
 
 
+#: 0: a store's small requests go through the driver's event loop like the rest (A/B of
+#: cql_direct; scripts/ab_direct.py)
+DIRECT = int(os.environ.get("ASGARD_CQL_DIRECT", "1"))
+#: after a direct connection fails (a node restarting, a refused login), requests go the
+#: session's way for this long before it is opened again
+DIRECT_RETRY_SECONDS = 1.0
+
+
+class _HeadRow(tuple):
+    """A head row read on a direct connection, shaped as the session's rows are."""
+
+    __slots__ = ()
+
+    def __new__(cls, manifest, data):
+        return tuple.__new__(cls, (manifest, data))
+
+    manifest = property(lambda self: self[0])
+    data = property(lambda self: self[1])
+
+
+class _DirectSlot:
+    """A process's :class:`~.cql_direct.DirectConnection` to one host, and the lock its user
+    holds; a thread that finds it taken goes the session's way rather than wait."""
+
+    __slots__ = ("lock", "conn", "retry_at")
+
+    def __init__(self):
+        self.lock, self.conn, self.retry_at = threading.Lock(), None, 0.0
+
+
+_direct_slots: dict[tuple, _DirectSlot] = {}
+
+
 def close_sessions() -> None:
     """Shut down every cached driver session of this process. A session to a node that has gone
     keeps a reconnection timer, which at interpreter exit fails noisily ("cannot schedule new
@@ -918,6 +911,14 @@ def close_sessions() -> None:
         _sessions.clear()
     for session in sessions:
         session.cluster.shutdown()
+    with _sessions_lock:
+        slots = list(_direct_slots.values())
+        _direct_slots.clear()
+    for slot in slots:
+        with slot.lock:
+            if slot.conn is not None:
+                slot.conn.close()
+                slot.conn = None
 
 
 class CassandraObjectStore(ObjectStore):
@@ -971,6 +972,11 @@ class CassandraObjectStore(ObjectStore):
             replication factor 2 a request does not wait for a restarting member (QUORUM falls to
             the live replica); at 1 it waits out the restart, which 60 s covers twice over. Every statement
             is idempotent, so a retried write stores the same cells. 0 fails at once.
+        direct_requests: send a small put's rows and a get's head read on a blocking connection
+            of this process's own (:mod:`~resources.stores.cql_direct`), written and answered on
+            the calling thread, rather than through the driver's event-loop thread; a request
+            that fails there goes the driver's way. Default on (``ASGARD_CQL_DIRECT=0`` turns
+            it off): the figures are in that module's docstring.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
         ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
     """
@@ -1002,6 +1008,7 @@ class CassandraObjectStore(ObjectStore):
         durable_writes: bool = False,
         ride_through_seconds: float = 60.0,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        direct_requests: bool | None = None,
         **kwargs,
     ):
         kwargs.setdefault("chunk_size", DEFAULT_CHUNK_SIZE)
@@ -1046,6 +1053,7 @@ class CassandraObjectStore(ObjectStore):
         if batch_bytes < 0:
             raise StoreConfigError(f"batch_bytes must be 0 or more, got {batch_bytes}")
         self.batch_bytes = batch_bytes
+        self.direct_requests = bool(DIRECT) if direct_requests is None else bool(direct_requests)
         self._prepared: dict[str, Any] = {}  # statements prepared on self._session
         self._preparing: dict[str, Any] = {}  # prepares under way in the background (futures)
         self._routed = False  # our keyspace's replication given to the driver (_route_by_token)
@@ -1404,6 +1412,14 @@ class CassandraObjectStore(ObjectStore):
         window machinery of :meth:`_pipelined` (a small put's head and index row)."""
         session = self.session
         statements = [(self._statement(name), params) for name, params in requests]
+        if self._direct is not None:
+            from cassandra.protocol import ExecuteMessage
+
+            bound = [stmt.bind(params) for stmt, params in statements]
+            if self._send_direct(lambda ts: [ExecuteMessage(b.prepared_statement.query_id, b.values,
+                                                            b.prepared_statement.consistency_level, timestamp=ts)
+                                             for b in bound], bound[0]):
+                return
         futures = [session.execute_async(stmt, params, timeout=self.request_timeout) for stmt, params in statements]
         failed = None
         for future, (stmt, params) in zip(futures, statements):
@@ -1605,20 +1621,94 @@ class CassandraObjectStore(ObjectStore):
     def _batch(self, *requests: tuple[str, tuple]) -> None:
         """Rows of a few partitions in ONE request, an UNLOGGED batch (no batchlog: each
         partition's row is still written atomically, and the head alone is the commit point)."""
+        from cassandra.protocol import BatchMessage
         from cassandra.query import BatchStatement, BatchType
 
+        bound = [self._statement(name).bind(params) for name, params in requests]
+        level = bound[0].prepared_statement.consistency_level
+        if self._direct is not None and self._send_direct(
+                lambda ts: [BatchMessage(BatchType.UNLOGGED, [(True, b.prepared_statement.query_id, b.values)
+                                                               for b in bound], level, None, ts)], bound[0]):
+            return
         batch = BatchStatement(BatchType.UNLOGGED)
-        for name, params in requests:
-            stmt = self._statement(name)
-            batch.add(stmt, params)
-        batch.consistency_level = stmt.consistency_level
+        for b in bound:
+            batch.add(b)
+        batch.consistency_level = level
         batch.is_idempotent = True
         self._execute(self.session, batch)
+
+    # --- direct requests (cql_direct) -------------------------------------------------
+    @property
+    def _direct(self):
+        """This process's established session if small requests may go direct, else None: turned
+        off, no session yet (a fresh process's first request goes early, :class:`_EarlyStart`),
+        or a protocol the direct connection does not speak."""
+        session = self._session
+        if (not self.direct_requests or session is None or self._session_pid != os.getpid() or session.is_shutdown
+                or session.cluster.protocol_version > 4):
+            return None
+        return session
+
+    def _send_direct(self, messages, routing, result_metadata=None, sink_min_bytes: int | None = None):
+        """Send ``messages(timestamp)`` on this process's :class:`~.cql_direct.DirectConnection`
+        to the host the driver would pick for ``routing`` (a bound statement), and return their
+        answers; None (the caller sends them the session's way, which retries and maps errors)
+        if any is not a result, the connection fails, or another thread is using it."""
+        from cassandra.protocol import ResultMessage
+
+        from .cql_direct import DirectConnection
+
+        session = self._session
+        cluster = session.cluster
+        hosts = cluster.metadata.all_hosts()
+        if len(hosts) == 1:
+            host = hosts[0]
+        else:
+            host = next(iter(cluster._default_load_balancing_policy.make_query_plan(self.keyspace, routing)), None)
+        if host is None or host.is_up is False:
+            return None
+        address, port = host.endpoint.address, host.endpoint.port
+        key = (_session_key(self.contact_points, self.port, self.username, self.password, self.tls), address, port)
+        slot = _direct_slots.get(key)
+        if slot is None:
+            with _sessions_lock:
+                slot = _direct_slots.setdefault(key, _DirectSlot())
+        if not slot.lock.acquire(blocking=False):
+            return None
+        try:
+            conn = slot.conn
+            if conn is None:
+                if time.monotonic() < slot.retry_at:
+                    return None
+                try:
+                    conn = slot.conn = DirectConnection(
+                        address, port, cluster.protocol_version, self.request_timeout, self.connect_timeout,
+                        cluster.ssl_context, cluster.auth_provider, session.client_protocol_handler)
+                except Exception:
+                    slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
+                    return None
+            msgs = messages(cluster.timestamp_generator())
+            try:
+                if len(msgs) == 1:
+                    answers = [conn.request(msgs[0], result_metadata, sink_min_bytes)]
+                else:
+                    answers = conn.requests(msgs)
+            except Exception:
+                conn.close()
+                slot.conn, slot.retry_at = None, time.monotonic() + DIRECT_RETRY_SECONDS
+                return None
+        finally:
+            slot.lock.release()
+        if all(isinstance(a[0] if type(a) is tuple else a, ResultMessage) for a in answers):
+            return answers
+        return None
 
     def _read_manifest(self, key: ObjectKey):
         row = None
         if FIRST_REQUESTS != "prepare" and "select_head" not in self._prepared:
             row = self._read_head_first(key)  # a fresh process's first get: one round trip
+        if row is None and self._direct is not None and "select_head" in self._prepared:
+            row = self._read_head_direct(key)
         if row is None:
             sink = self._head_sink()
             stmt = self._statement("select_head")  # prepared first, if it must be: the sink is the read's
@@ -1648,6 +1738,31 @@ class CassandraObjectStore(ObjectStore):
             return send(*args, **kwargs)
         finally:
             _next_sink.sink = None
+
+    def _read_head_direct(self, key: ObjectKey):
+        """The head row of ``key`` on the direct connection (:meth:`_send_direct`): ``(row, sink)``,
+        False for no row, or None to read it the session's way. An inline object's data of
+        ``HEAD_SINK_BYTES`` or more is received into a buffer of its own, as on the pool's
+        connections (:meth:`_head_sink`)."""
+        from cassandra.protocol import ExecuteMessage
+
+        stmt = self._prepared["select_head"]
+        bound = stmt.bind((key.scope, key.path, HEAD_VERSION, HEAD_GROUP))
+        answers = self._send_direct(
+            lambda ts: [ExecuteMessage(stmt.query_id, bound.values, stmt.consistency_level,
+                                       skip_meta=bool(stmt.result_metadata))],
+            bound, stmt.result_metadata, HEAD_SINK_BYTES if self._receives_in_place else None)
+        if answers is None:
+            return None
+        answer, sink = answers[0], None
+        if type(answer) is tuple:
+            answer, blob = answer
+            sink = _Sink(blob)
+            sink.filled = True
+        if not answer.parsed_rows:
+            return False
+        manifest, data = answer.parsed_rows[0]
+        return _HeadRow(manifest, data), sink
 
     def _read_head_first(self, key: ObjectKey):
         """The head row of ``key`` read without preparing first: by the statement's known id
