@@ -173,7 +173,7 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
     """Count the requests sent, through the driver (its request-init hook) and on the store's
     direct connection (cql_direct): a small put is ONE request (an unlogged batch of its head
     row and index row), a small get one SELECT, a large put no SELECT at all."""
-    from cassandra.protocol import BatchMessage
+    from cassandra.protocol import BatchMessage, ExecuteMessage
     from cassandra.query import BatchStatement
 
     from resources.stores.cql_direct import DirectConnection
@@ -191,9 +191,10 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
 
     def on_direct(conn, messages):
         names = {stmt.query_id: stmt.query_string.split()[0] for stmt in store._prepared.values()}
-        for message in messages:
-            sent.append("BATCH" if isinstance(message, BatchMessage) else names[message.query_id])
-        direct.extend(messages)
+        messages_sent = [m for m in messages if isinstance(m, (BatchMessage, ExecuteMessage))]  # not the login
+        for message in messages_sent:
+            sent.append("BATCH" if isinstance(message, BatchMessage) else names.get(message.query_id, message))
+        direct.extend(messages_sent)
         return send(conn, messages)
 
     monkeypatch.setattr(DirectConnection, "_send", on_direct)
@@ -228,6 +229,32 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
         assert len(direct) == 1 + (1 if warn >= 12_000 else 2) + 2 + 1 + 2, [type(m).__name__ for m in direct]
     finally:
         session.remove_request_init_listener(listener)
+
+
+def test_a_direct_connection_that_breaks_falls_back_and_reopens(io_manager, run_id, monkeypatch):
+    """The direct connection (cql_direct) dies under the store, as a restarting node's would:
+    the put in flight goes the session's way and is stored, the next requests keep to the
+    session for DIRECT_RETRY_SECONDS, then a new direct connection opens."""
+    import socket
+
+    from resources.stores import cassandra as cassandra_store
+
+    store = io_manager.store()
+    key = ObjectKey.for_run(run_id, "direct", "object")
+    store.put(key, b"a" * 10_000)
+    assert store.get(key)[0] == b"a" * 10_000
+    (slot,) = [slot for (_, host, _), slot in cassandra_store._direct_slots.items()
+               if host == "127.0.0.1" and slot.conn is not None]
+    broken = slot.conn
+    broken._sock.shutdown(socket.SHUT_RDWR)
+    store.put(key, b"b" * 10_000)
+    assert slot.conn is None and slot.retry_at > time.monotonic()
+    assert store.get(key)[0] == b"b" * 10_000  # through the session meanwhile
+    assert slot.conn is None
+    monkeypatch.setattr(slot, "retry_at", time.monotonic())  # the wait is over
+    store.put(key, b"c" * 10_000)
+    assert slot.conn is not None and slot.conn is not broken
+    assert store.get(key)[0] == b"c" * 10_000
 
 
 def test_rewrite_replaces_atomically_and_purge_drops_every_version(io_manager, run_id):

@@ -69,6 +69,40 @@ def test_requests_go_to_a_replica_of_their_partition(ring):
     assert len(set(coordinators)) == 3  # 24 partitions reach all three instances
 
 
+def test_direct_requests_go_to_a_replica_of_their_head_partition(ring, monkeypatch):
+    """A small put and a get on the store's direct connections (cql_direct) go to the instance
+    that holds the object's head, as the driver's token-aware routing would send them."""
+    from cassandra.protocol import BatchMessage, ExecuteMessage
+
+    from resources.stores import ObjectKey
+    from resources.stores.cassandra import CassandraObjectStore
+    from resources.stores.cql_direct import DirectConnection
+
+    store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_ring_route",
+                                 consistency="ONE")
+    store.put(ObjectKey.for_run("direct", "warm", "up"), 1)  # prepares the statements
+    store.get(ObjectKey.for_run("direct", "warm", "up"))
+    hosts = []
+    send = DirectConnection._send
+
+    def record(conn, messages):
+        if isinstance(messages[0], (BatchMessage, ExecuteMessage)):  # not a login
+            hosts.append(conn.host)
+        return send(conn, messages)
+
+    monkeypatch.setattr(DirectConnection, "_send", record)
+    keys = [ObjectKey.for_run("direct", "small", str(i)) for i in range(24)]
+    for i, key in enumerate(keys):
+        store.put(key, i)
+        assert store.get(key)[0] == i
+    metadata, head = store.session.cluster.metadata, store._prepared["select_head"]
+    replicas = [{h.endpoint.address for h in metadata.get_replicas(
+        "asgard_ring_route", head.bind((key.scope, key.path, "", 0)).routing_key)} for key in keys]
+    assert len(hosts) == 2 * len(keys)
+    assert all(hosts[2 * i] in r and hosts[2 * i + 1] in r for i, r in enumerate(replicas)), (hosts, replicas)
+    assert len(set(hosts)) == 3
+
+
 def test_a_fan_out_run_survives_an_instance_killed_mid_run_with_rf2(ring, dagster_instance):
     """Replication factor 2, consistency ONE: every partition keeps a live replica when one
     instance dies (SIGKILL, nothing flushed), so the run's writes and reads go on there.

@@ -78,6 +78,34 @@ def test_job_stores_and_reads_outputs_over_tls_with_envvar_credentials(env_crede
     assert store.list_paths(f"run/{result.run_id}") == []
 
 
+def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
+    """A small put and get go on the store's direct connection (cql_direct), which logs in
+    with the same credentials and speaks TLS with the same CA as the driver's pool."""
+    import ssl
+
+    from cassandra import AuthenticationFailed
+    from cassandra.auth import PlainTextAuthProvider
+
+    from resources.stores import cassandra as cassandra_store
+    from resources.stores.cql_direct import DirectConnection
+
+    store = _io_manager().store()
+    keys = [ObjectKey.for_run("direct-tls", "small", str(i)) for i in range(5)]
+    for i, key in enumerate(keys):
+        store.put(key, {"i": i, "pad": "p" * 5_000})
+    assert [store.get(key)[0]["i"] for key in keys] == list(range(5))
+    (conn,) = [slot.conn for (_, host, _), slot in cassandra_store._direct_slots.items()
+               if host == ADDRESS and slot.conn is not None]
+    assert isinstance(conn._sock, ssl.SSLSocket) and conn._sock.version() in ("TLSv1.2", "TLSv1.3")
+    cluster = store.session.cluster
+    with pytest.raises(AuthenticationFailed, match="refused the login"):
+        DirectConnection(ADDRESS, 9042, 4, 5.0, ssl_context=cluster.ssl_context,
+                         auth_provider=PlainTextAuthProvider(SUPERUSER, "not-the-password"))
+    with pytest.raises(AuthenticationFailed, match="asks for a login"):
+        DirectConnection(ADDRESS, 9042, 4, 5.0, ssl_context=cluster.ssl_context)
+    store.purge_scope("run/direct-tls")
+
+
 def test_multiprocess_job_over_tls(env_credentials, dagster_instance):
     # every step is its own process: each opens its own TLS session from the EnvVars
     with execute_job(reconstructable(secure_job), instance=dagster_instance) as result:

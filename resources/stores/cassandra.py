@@ -95,6 +95,7 @@ class _MissingSchemaFilter:
 
 
 logging.getLogger("cassandra.cluster").addFilter(_MissingSchemaFilter())
+log = logging.getLogger(__name__)
 _sessions_lock = threading.Lock()
 
 
@@ -1684,7 +1685,8 @@ class CassandraObjectStore(ObjectStore):
                     conn = slot.conn = DirectConnection(
                         address, port, cluster.protocol_version, self.request_timeout, self.connect_timeout,
                         cluster.ssl_context, cluster.auth_provider, session.client_protocol_handler)
-                except Exception:
+                except Exception as exc:
+                    log.debug("no direct connection to %s:%s, requests go the session's way: %r", address, port, exc)
                     slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
                     return None
             msgs = messages(cluster.timestamp_generator())
@@ -1693,7 +1695,8 @@ class CassandraObjectStore(ObjectStore):
                     answers = [conn.request(msgs[0], result_metadata, sink_min_bytes)]
                 else:
                     answers = conn.requests(msgs)
-            except Exception:
+            except Exception as exc:
+                log.debug("direct connection to %s:%s dropped, requests go the session's way: %r", address, port, exc)
                 conn.close()
                 slot.conn, slot.retry_at = None, time.monotonic() + DIRECT_RETRY_SECONDS
                 return None
