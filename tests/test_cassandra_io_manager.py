@@ -820,14 +820,26 @@ def test_a_step_can_modify_a_large_inline_input_in_place(io_manager):
     assert io_manager.store().read_manifest(ObjectKey.for_asset(["readings"])).inline
 
 
-def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "pool"])
+def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id, monkeypatch, direct):
     """A multi-chunk output's chunks go from the socket into the reader's buffer (no copy through
     the driver's bytes), both the ones larger than the connection's receive buffer and the short
     last one; the checksums are still checked there, and a chunk of an unexpected length is
-    decoded the usual way and refused."""
+    decoded the usual way and refused. On the store's direct connection (cql_direct) and on the
+    driver's pool alike."""
     from resources.stores.base import IN_PLACE
+    from resources.stores.cql_direct import DirectConnection
 
+    pipelines = []
+    pipeline = DirectConnection.pipeline
+
+    def counting_pipeline(conn, *args, **kwargs):
+        pipelines.append(conn)
+        return pipeline(conn, *args, **kwargs)
+
+    monkeypatch.setattr(DirectConnection, "pipeline", counting_pipeline)
     store = io_manager.store()
+    store.direct_requests = direct
     arr = np.random.default_rng(7).random((5 * store.chunk_size // 2) // 8)  # 2.5 chunks of 1 MiB
     round_trip(io_manager, run_id, arr, step="big")
     key = ObjectKey(f"run/{run_id}", "big/result")
@@ -861,6 +873,50 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id)
     with pytest.raises(ChecksumMismatchError, match="Chunk 2 of .*big/result is corrupt"):
         store.get(key)
     assert (2, False) in seen
+    assert bool(pipelines) == direct
+
+
+def test_a_direct_chunk_read_that_fails_half_way_reads_the_rest_through_the_pool(io_manager, run_id, monkeypatch):
+    """The direct connection fails after the first chunk of a read (as when the node closes it):
+    the chunks it did not bring are read through the driver's pool, and the object is whole."""
+    from resources.stores.cql_direct import DirectConnection, DirectConnectionError
+
+    store = io_manager.store()
+    arr = np.random.default_rng(11).random((7 * store.chunk_size // 2) // 8)  # 3.5 chunks
+    key = ObjectKey.for_run(run_id, "half", "way")
+    store.put(key, arr)
+    pipeline = DirectConnection.pipeline
+
+    direct = []
+
+    def failing_pipeline(conn, *args, **kwargs):
+        answers = pipeline(conn, *args, **kwargs)
+        first = next(answers)
+        direct.append(first[0])
+        yield first
+        raise DirectConnectionError("closed by the node")
+
+    monkeypatch.setattr(DirectConnection, "pipeline", failing_pipeline)
+    seen = []
+    received = store._read_chunks_into
+
+    def counting(*args):
+        for index, data in received(*args):
+            seen.append(index)
+            yield index, data
+
+    store._read_chunks_into = counting
+    back, _ = store.get(key)
+    assert np.array_equal(back, arr) and sorted(seen) == [0, 1, 2, 3]
+    assert len(direct) == 1 and seen[0] == direct[0]  # one chunk came direct, the rest through the pool
+    monkeypatch.setattr(DirectConnection, "pipeline", pipeline)
+    from resources.stores import cassandra as cassandra_store
+
+    for slot in cassandra_store._direct_slots.values():
+        slot.retry_at = 0.0  # the failed connection's wait is over
+    seen.clear()
+    back, _ = store.get(key)  # a new direct connection, all chunks on it
+    assert np.array_equal(back, arr) and sorted(seen) == [0, 1, 2, 3]
 
 
 def _rows_body(cells, keyspace=b"asgard", table=b"objects"):

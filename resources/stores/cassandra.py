@@ -28,6 +28,7 @@ from reporting "Connection ... is overloaded".
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -890,6 +891,10 @@ class _HeadRow(tuple):
     data = property(lambda self: self[1])
 
 
+class _DirectRefused(Exception):
+    """The node answered a direct request with other than a result (the session's way then)."""
+
+
 class _DirectSlot:
     """A process's :class:`~.cql_direct.DirectConnection` to one host, and the lock its user
     holds; a thread that finds it taken goes the session's way rather than wait."""
@@ -1545,8 +1550,14 @@ class CassandraObjectStore(ObjectStore):
         four (into the frame buffer, into the driver's ``bytes``, into the output buffer). A reply
         of another shape, or no ``targets``, comes decoded as usual for the caller to copy."""
         per = self.chunks_per_partition
-        sinks = {i: _Sink(targets[i]) for i in range(count)} if targets and self._receives_in_place else None
-        items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in range(count))
+        done: set = set()
+        if targets and self._receives_in_place and self._direct is not None:
+            yield from self._read_chunks_direct(key, version, count, targets, done)
+        left = [i for i in range(count) if i not in done]
+        if not left:
+            return
+        sinks = {i: _Sink(targets[i]) for i in left} if targets and self._receives_in_place else None
+        items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in left)
         for i, rows in self._pipelined(items, sinks):  # a callback's rows: a list
             if sinks is not None and sinks[i].filled:
                 yield i, IN_PLACE
@@ -1650,24 +1661,24 @@ class CassandraObjectStore(ObjectStore):
             return None
         return session
 
-    def _send_direct(self, messages, routing, result_metadata=None, sink_min_bytes: int | None = None):
-        """Send ``messages(timestamp)`` on this process's :class:`~.cql_direct.DirectConnection`
-        to the host the driver would pick for ``routing`` (a bound statement), and return their
-        answers; None (the caller sends them the session's way, which retries and maps errors)
-        if any is not a result, the connection fails, or another thread is using it."""
-        from cassandra.protocol import ResultMessage
-
-        from .cql_direct import DirectConnection
-
-        session = self._session
-        cluster = session.cluster
+    def _direct_host(self, routing):
+        """The host the driver would send ``routing`` (a bound statement) to, or None if it is down."""
+        cluster = self._session.cluster
         hosts = cluster.metadata.all_hosts()
         if len(hosts) == 1:
             host = hosts[0]
         else:
             host = next(iter(cluster._default_load_balancing_policy.make_query_plan(self.keyspace, routing)), None)
-        if host is None or host.is_up is False:
-            return None
+        return None if host is None or host.is_up is False else host
+
+    @contextlib.contextmanager
+    def _direct_connection(self, host):
+        """This process's :class:`~.cql_direct.DirectConnection` to ``host``, held for the block;
+        None if another thread holds it, or it failed less than ``DIRECT_RETRY_SECONDS`` ago, or
+        it cannot be opened. An exception out of the block closes it (its state is unknown)."""
+        from .cql_direct import DirectConnection
+
+        session = self._session
         address, port = host.endpoint.address, host.endpoint.port
         key = (_session_key(self.contact_points, self.port, self.username, self.password, self.tls), address, port)
         slot = _direct_slots.get(key)
@@ -1675,12 +1686,15 @@ class CassandraObjectStore(ObjectStore):
             with _sessions_lock:
                 slot = _direct_slots.setdefault(key, _DirectSlot())
         if not slot.lock.acquire(blocking=False):
-            return None
+            yield None
+            return
         try:
             conn = slot.conn
             if conn is None:
                 if time.monotonic() < slot.retry_at:
-                    return None
+                    yield None
+                    return
+                cluster = session.cluster
                 try:
                     conn = slot.conn = DirectConnection(
                         address, port, cluster.protocol_version, self.request_timeout, self.connect_timeout,
@@ -1688,23 +1702,75 @@ class CassandraObjectStore(ObjectStore):
                 except Exception as exc:
                     log.debug("no direct connection to %s:%s, requests go the session's way: %r", address, port, exc)
                     slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
-                    return None
-            msgs = messages(cluster.timestamp_generator())
+                    yield None
+                    return
             try:
+                yield conn
+            except BaseException as exc:  # GeneratorExit too: a reader left answers unread
+                conn.close()
+                slot.conn = None
+                if isinstance(exc, Exception):
+                    log.debug("direct connection to %s:%s dropped, requests go the session's way: %r",
+                              address, port, exc)
+                    slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
+                raise
+        finally:
+            slot.lock.release()
+
+    def _send_direct(self, messages, routing, result_metadata=None, sink_min_bytes: int | None = None):
+        """Send ``messages(timestamp)`` on the direct connection (:meth:`_direct_connection`) to
+        the host the driver would pick for ``routing`` (a bound statement), and return their
+        answers; None (the caller sends them the session's way, which retries and maps errors)
+        if any is not a result, the connection fails, or another thread is using it."""
+        from cassandra.protocol import ResultMessage
+
+        host = self._direct_host(routing)
+        if host is None:
+            return None
+        try:
+            with self._direct_connection(host) as conn:
+                if conn is None:
+                    return None
+                msgs = messages(self._session.cluster.timestamp_generator())
                 if len(msgs) == 1:
                     answers = [conn.request(msgs[0], result_metadata, sink_min_bytes)]
                 else:
                     answers = conn.requests(msgs)
-            except Exception as exc:
-                log.debug("direct connection to %s:%s dropped, requests go the session's way: %r", address, port, exc)
-                conn.close()
-                slot.conn, slot.retry_at = None, time.monotonic() + DIRECT_RETRY_SECONDS
-                return None
-        finally:
-            slot.lock.release()
+        except Exception:
+            return None
         if all(isinstance(a[0] if type(a) is tuple else a, ResultMessage) for a in answers):
             return answers
         return None
+
+    def _read_chunks_direct(self, key: ObjectKey, version: str, count: int, targets: list[memoryview],
+                            done: set):
+        """Chunks ``(i, IN_PLACE or data)`` read on the direct connection, ``concurrency`` in
+        flight, each blob received into its target on the calling thread; ``done`` collects
+        the indexes yielded. Stops early (the caller reads the rest the session's way) if the
+        connection is not there or fails, or the node answers other than with a result. A
+        single node only: on a ring each chunk's replica differs, and the pool routes them."""
+        from cassandra.protocol import ExecuteMessage, ResultMessage
+
+        session = self._session
+        hosts = session.cluster.metadata.all_hosts()
+        if len(hosts) != 1 or hosts[0].is_up is False:
+            return
+        stmt = self._statement("select_chunk")
+        per, skip = self.chunks_per_partition, bool(stmt.result_metadata)
+        items = ((i, ExecuteMessage(stmt.query_id, stmt.bind((key.scope, key.path, version, i // per, i)).values,
+                                    stmt.consistency_level, skip_meta=skip)) for i in range(count))
+        try:
+            with self._direct_connection(hosts[0]) as conn:
+                if conn is None:
+                    return
+                for i, answer, filled in conn.pipeline(items, self.concurrency, targets.__getitem__,
+                                                       stmt.result_metadata):
+                    if not isinstance(answer, ResultMessage):
+                        raise _DirectRefused(answer)
+                    done.add(i)
+                    yield i, (IN_PLACE if filled else (answer.parsed_rows[0][0] if answer.parsed_rows else None))
+        except Exception:
+            return
 
     def _read_manifest(self, key: ObjectKey):
         row = None

@@ -100,6 +100,60 @@ class DirectConnection:
         self._send(messages)
         return [self._receive() for _ in messages]
 
+    def pipeline(self, items, window: int, target_of, result_metadata=None):
+        """Send ``items`` (``(tag, message)``, pulled as answers come) with at most ``window``
+        in flight, and yield ``(tag, answer, filled)`` as each answer comes, in the node's order.
+        ``target_of(tag)`` is a writable memoryview or None: an answer that is one row whose
+        last column is a blob of exactly the target's length is received into it (``filled``
+        True; the answer decoded with that cell empty); any other answer comes decoded whole."""
+        items = iter(items)
+        tags: dict[int, Any] = {}
+        stream, exhausted = 0, False
+        while True:
+            batch = []
+            while not exhausted and len(tags) + len(batch) < window:
+                try:
+                    tag, message = next(items)
+                except StopIteration:
+                    exhausted = True
+                    break
+                while stream in tags:  # stream ids are 15 bits: wrap past those in flight
+                    stream = (stream + 1) & 0x7FFF
+                tags[stream] = tag
+                batch.append(self.handler.encode_message(message, stream, self.protocol_version, None, False))
+                stream = (stream + 1) & 0x7FFF
+            if batch:
+                try:
+                    self._sock.sendall(b"".join(batch))
+                except OSError as exc:
+                    raise DirectConnectionError(f"sending to {self.host}:{self.port}: {exc}") from exc
+            if not tags:
+                return
+            version, flags, got, opcode, length = _HEADER.unpack(self._read(9))
+            if got not in tags:
+                raise DirectConnectionError(f"{self.host}:{self.port} answered stream {got}, not one in flight")
+            tag = tags.pop(got)
+            target = target_of(tag)
+            if target is None or opcode != RESULT_OPCODE or flags:
+                body = self._read(length) if length else b""
+                yield tag, self._decode(got, flags, opcode, body, result_metadata), False
+                continue
+            peek = self._read(min(length, _PEEK_BYTES))
+            shape = last_blob_prefix(peek, 0, len(peek))
+            if shape is None or shape[0] + shape[1] != length or shape[1] != target.nbytes:
+                body = peek + self._read(length - len(peek))
+                yield tag, self._decode(got, flags, opcode, body, result_metadata), False
+                continue
+            have = len(peek) - shape[0]
+            target[:have] = memoryview(peek)[shape[0]:]
+            self._read_into(target[have:])
+            body = peek[:shape[0] - 4] + b"\x00\x00\x00\x00"
+            yield tag, self._decode(got, flags, opcode, body, result_metadata), True
+
+    def _decode(self, stream: int, flags: int, opcode: int, body, result_metadata):
+        return self.handler.decode_message(self.protocol_version, {}, stream, flags, opcode, body, None,
+                                           result_metadata)
+
     def _send(self, messages: list) -> None:
         data = b"".join(self.handler.encode_message(m, i, self.protocol_version, None, False)
                         for i, m in enumerate(messages))
