@@ -839,7 +839,7 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id,
 
     monkeypatch.setattr(DirectConnection, "pipeline", counting_pipeline)
     store = io_manager.store()
-    store.direct_requests = direct
+    monkeypatch.setattr(store, "direct_requests", direct)  # the store is cached: set back after
     arr = np.random.default_rng(7).random((5 * store.chunk_size // 2) // 8)  # 2.5 chunks of 1 MiB
     round_trip(io_manager, run_id, arr, step="big")
     key = ObjectKey(f"run/{run_id}", "big/result")
