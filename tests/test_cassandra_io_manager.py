@@ -198,6 +198,7 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
         return send(conn, messages)
 
     monkeypatch.setattr(DirectConnection, "_send", on_direct)
+    direct_connections_may_open()
     session = store.session
     store.put(ObjectKey.for_run(run_id, "warm", "up"), 1)  # prepares the statements once
     store.put(ObjectKey.for_run(run_id, "warm", "big"), b"w" * (3 * store.chunk_size))
@@ -231,6 +232,14 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
         session.remove_request_init_listener(listener)
 
 
+def direct_connections_may_open() -> None:
+    """End the wait after a direct connection failed (a test before may have broken one)."""
+    from resources.stores import cassandra as cassandra_store
+
+    for slot in cassandra_store._direct_slots.values():
+        slot.retry_at = 0.0
+
+
 def test_a_direct_connection_that_breaks_falls_back_and_reopens(io_manager, run_id, monkeypatch):
     """The direct connection (cql_direct) dies under the store, as a restarting node's would:
     the put in flight goes the session's way and is stored, the next requests keep to the
@@ -239,6 +248,7 @@ def test_a_direct_connection_that_breaks_falls_back_and_reopens(io_manager, run_
 
     from resources.stores import cassandra as cassandra_store
 
+    direct_connections_may_open()
     store = io_manager.store()
     key = ObjectKey.for_run(run_id, "direct", "object")
     store.put(key, b"a" * 10_000)
@@ -838,6 +848,7 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id,
         return pipeline(conn, *args, **kwargs)
 
     monkeypatch.setattr(DirectConnection, "pipeline", counting_pipeline)
+    direct_connections_may_open()
     store = io_manager.store()
     monkeypatch.setattr(store, "direct_requests", direct)  # the store is cached: set back after
     arr = np.random.default_rng(7).random((5 * store.chunk_size // 2) // 8)  # 2.5 chunks of 1 MiB
@@ -897,6 +908,7 @@ def test_a_direct_chunk_read_that_fails_half_way_reads_the_rest_through_the_pool
         raise DirectConnectionError("closed by the node")
 
     monkeypatch.setattr(DirectConnection, "pipeline", failing_pipeline)
+    direct_connections_may_open()
     seen = []
     received = store._read_chunks_into
 
@@ -910,10 +922,7 @@ def test_a_direct_chunk_read_that_fails_half_way_reads_the_rest_through_the_pool
     assert np.array_equal(back, arr) and sorted(seen) == [0, 1, 2, 3]
     assert len(direct) == 1 and seen[0] == direct[0]  # one chunk came direct, the rest through the pool
     monkeypatch.setattr(DirectConnection, "pipeline", pipeline)
-    from resources.stores import cassandra as cassandra_store
-
-    for slot in cassandra_store._direct_slots.values():
-        slot.retry_at = 0.0  # the failed connection's wait is over
+    direct_connections_may_open()  # the failed connection's wait is over
     seen.clear()
     back, _ = store.get(key)  # a new direct connection, all chunks on it
     assert np.array_equal(back, arr) and sorted(seen) == [0, 1, 2, 3]

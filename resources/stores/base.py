@@ -528,18 +528,25 @@ class ObjectStore(abc.ABC):
             chunks = self._read_chunks_into(key, manifest.version, manifest.chunks, targets)
         else:
             chunks = self._read_chunks(key, manifest.version, manifest.chunks)
-        for index, data in chunks:
-            if data is None:
-                raise ObjectMissingError(
-                    self.uri(key) + f" (chunk {index})", self.ttl_seconds or None,
-                    "Its chunks are gone although the manifest remains.",
-                )
-            if data is IN_PLACE:  # already in the buffer: checked there (checksum, signature)
-                self._decode_chunk(key, manifest, index, targets[index])
-            else:
-                raw = self._decode_chunk(key, manifest, index, data)
-                buffer[offsets[index] : offsets[index + 1]] = raw
-            seen.add(index)
+        try:
+            for index, data in chunks:
+                if data is None:
+                    raise ObjectMissingError(
+                        self.uri(key) + f" (chunk {index})", self.ttl_seconds or None,
+                        "Its chunks are gone although the manifest remains.",
+                    )
+                if data is IN_PLACE:  # already in the buffer: checked there (checksum, signature)
+                    self._decode_chunk(key, manifest, index, targets[index])
+                else:
+                    raw = self._decode_chunk(key, manifest, index, data)
+                    buffer[offsets[index] : offsets[index + 1]] = raw
+                seen.add(index)
+        finally:
+            # a reader stopped by a bad chunk lets go of its connection now, not when the
+            # exception's traceback (which holds this frame) is collected
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
         if len(seen) != manifest.chunks:
             raise ObjectMissingError(self.uri(key), self.ttl_seconds or None, "Some chunks are missing.")
         return buffer
