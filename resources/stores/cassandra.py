@@ -22,9 +22,12 @@ object's chunk group::
   Nothing is read before a write: superseded versions are left to their TTL and to the
   scope's purge, which reads the index and deletes each listed partition, then the index.
 
-Every row is written ``USING TTL``. Chunks are written and read with a bounded window of
-asynchronous requests (the driver's ``execute_async``), the backpressure that keeps the driver
-from reporting "Connection ... is overloaded".
+Every row is written ``USING TTL``. Chunks are written with a bounded window of asynchronous
+requests (the driver's ``execute_async``), the backpressure that keeps the driver from
+reporting "Connection ... is overloaded". A small put's rows, a get's head read and (on a
+single node) a get's chunk reads go on a blocking connection of the process's own, written and
+answered on the calling thread (:mod:`.cql_direct`); anything that fails there goes the
+driver's way.
 """
 from __future__ import annotations
 
@@ -918,8 +921,8 @@ def close_sessions() -> None:
     for session in sessions:
         session.cluster.shutdown()
     with _sessions_lock:
-        slots = list(_direct_slots.values())
-        _direct_slots.clear()
+        # this process's only: a forked child's copies of its parent's may be locked for good
+        slots = [_direct_slots.pop(key) for key in list(_direct_slots) if key[0][0] == os.getpid()]
     for slot in slots:
         with slot.lock:
             if slot.conn is not None:

@@ -1,16 +1,24 @@
-"""A blocking CQL connection: a store's small requests sent and answered on the calling thread.
+"""A blocking CQL connection: a store's requests sent and answered on the calling thread.
 
 cassandra-driver sends every request through its event-loop thread: the caller queues the
 message and wakes the loop, the loop writes it, reads the answer, decodes it, and wakes the
-caller. For a 10 KiB put or get that hand-off is most of the client's cost: 0.42 ms of client
-CPU per operation against 0.13 ms when the caller writes the request and reads its answer on
-its own socket (``scripts/ab_direct.py``, same process, interleaved), and ops/s 2.3x.
+caller. For a 10 KiB put or get that hand-off was most of the client's cost, and for a large
+read it was two thread switches per chunk. Measured in one process, interleaved rounds, with
+the A/A floor of the direct variant listed twice (``scripts/ab_store.py small|read --variant
+driver='{"direct_requests":false}' --variant direct='{}' --variant direct2='{}'``):
+
+* 10 KiB put+get: 1,664 against 4,870 / 4,919 ops/s; client CPU 0.396 against 0.122 / 0.110 ms
+  per operation.
+* 1 MiB reads (one inline row): 767 against 1,086 / 1,189 MB/s; client CPU 0.93 against 0.48 s/GB.
+* 64 MiB reads (64 chunks, 8 in flight): 595 against 1,115 / 1,210 MB/s; client CPU 1.23 against
+  0.71 / 0.69 s/GB.
 
 :class:`DirectConnection` is that socket. It speaks the native protocol (v3/v4) with the
 driver's own message classes, encoder and decoder, logs in with the driver's auth provider and
-wraps TLS with the cluster's ``SSLContext``; what it adds is only the blocking transport. It
-has none of the driver's policies (retry, speculative execution, reconnection): the store sends
-a request here first and, on any failure or any answer but a result, sends it again through the
+wraps TLS with the cluster's ``SSLContext``; what it adds is only the blocking transport, and
+receiving a blob straight into the caller's buffer (:meth:`DirectConnection.pipeline`). It has
+none of the driver's policies (retry, speculative execution, reconnection): the store sends a
+request here first and, on any failure or any answer but a result, sends it again through the
 session, which has them (every statement the store sends is idempotent).
 """
 
