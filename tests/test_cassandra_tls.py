@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,8 @@ def test_job_stores_and_reads_outputs_over_tls_with_envvar_credentials(env_crede
 
 def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
     """A small put and get go on the store's direct connection (cql_direct), which logs in
-    with the same credentials and speaks TLS with the same CA as the driver's pool."""
+    with the same credentials and speaks TLS with the same CA as the driver's pool; it opens
+    on a thread of its own (a login and a handshake), the requests meanwhile through the pool."""
     import ssl
 
     from cassandra import AuthenticationFailed
@@ -90,13 +92,34 @@ def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
     from resources.stores.cql_direct import DirectConnection
 
     store = _io_manager().store()
-    keys = [ObjectKey.for_run("direct-tls", "small", str(i)) for i in range(5)]
-    for i, key in enumerate(keys):
-        store.put(key, {"i": i, "pad": "p" * 5_000})
-    assert [store.get(key)[0]["i"] for key in keys] == list(range(5))
-    (conn,) = [slot.conn for (_, host, _), slot in cassandra_store._direct_slots.items()
-               if host == ADDRESS and slot.conn is not None]
+    store.put(ObjectKey.for_run("direct-tls", "warm", "up"), 1)
+    store.put(ObjectKey.for_run("direct-tls", "warm", "up"), 2)  # starts the login on a thread of its own
+
+    def opened():
+        return [slot.conn for (_, host, _), slot in cassandra_store._direct_slots.items()
+                if host == ADDRESS and slot.conn is not None]
+
+    deadline = time.monotonic() + 10
+    while not opened() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (conn,) = opened()
     assert isinstance(conn._sock, ssl.SSLSocket) and conn._sock.version() in ("TLSv1.2", "TLSv1.3")
+    sent = []
+    send = DirectConnection._send
+
+    def record(direct, messages):
+        sent.extend(type(m).__name__ for m in messages)
+        return send(direct, messages)
+
+    DirectConnection._send = record
+    try:
+        keys = [ObjectKey.for_run("direct-tls", "small", str(i)) for i in range(5)]
+        for i, key in enumerate(keys):
+            store.put(key, {"i": i, "pad": "p" * 500})  # under any batch warning threshold: one BATCH
+        assert [store.get(key)[0]["i"] for key in keys] == list(range(5))
+    finally:
+        DirectConnection._send = send
+    assert sent == ["BatchMessage"] * 5 + ["ExecuteMessage"] * 5
     cluster = store.session.cluster
     with pytest.raises(AuthenticationFailed, match="refused the login"):
         DirectConnection(ADDRESS, 9042, 4, 5.0, ssl_context=cluster.ssl_context,

@@ -1698,13 +1698,34 @@ class CassandraObjectStore(ObjectStore):
                     yield None
                     return
                 cluster = session.cluster
-                try:
-                    conn = slot.conn = DirectConnection(
-                        address, port, cluster.protocol_version, self.request_timeout, self.connect_timeout,
-                        cluster.ssl_context, cluster.auth_provider, session.client_protocol_handler)
-                except Exception as exc:
-                    log.debug("no direct connection to %s:%s, requests go the session's way: %r", address, port, exc)
-                    slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
+
+                def open_connection():
+                    try:
+                        slot.conn = DirectConnection(
+                            address, port, cluster.protocol_version, self.request_timeout, self.connect_timeout,
+                            cluster.ssl_context, cluster.auth_provider, session.client_protocol_handler)
+                    except Exception as exc:
+                        log.debug("no direct connection to %s:%s, requests go the session's way: %r",
+                                  address, port, exc)
+                        slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
+
+                if cluster.auth_provider is not None or cluster.ssl_context is not None:
+                    # a TLS handshake and a login (a bcrypt check on the node) took 78 ms here
+                    # (docs/results/issue13-direct.txt): opened on a thread of its own, which holds
+                    # the slot meanwhile, while this request and the next go the session's way
+                    slot.retry_at = float("inf")  # one opening at a time
+
+                    def open_later():
+                        with slot.lock:
+                            slot.retry_at = 0.0
+                            open_connection()
+
+                    threading.Thread(target=open_later, name="asgard-direct-connect", daemon=True).start()
+                    yield None
+                    return
+                open_connection()  # a plain connection: a connect and a STARTUP, 0.3 ms here
+                conn = slot.conn
+                if conn is None:
                     yield None
                     return
             try:
