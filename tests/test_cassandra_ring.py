@@ -85,10 +85,10 @@ def test_direct_requests_go_to_a_replica_of_their_head_partition(ring, monkeypat
     hosts = []
     send = DirectConnection._send
 
-    def record(conn, messages):
+    def record(conn, messages, *streams):
         if isinstance(messages[0], (BatchMessage, ExecuteMessage)):  # not a login
             hosts.append(conn.host)
-        return send(conn, messages)
+        return send(conn, messages, *streams)
 
     monkeypatch.setattr(DirectConnection, "_send", record)
     keys = [ObjectKey.for_run("direct", "small", str(i)) for i in range(24)]

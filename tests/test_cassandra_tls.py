@@ -107,9 +107,9 @@ def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
     sent = []
     send = DirectConnection._send
 
-    def record(direct, messages):
+    def record(direct, messages, *streams):
         sent.extend(type(m).__name__ for m in messages)
-        return send(direct, messages)
+        return send(direct, messages, *streams)
 
     DirectConnection._send = record
     try:

@@ -536,13 +536,18 @@ def store_keyspace_table(store: Any) -> tuple[str, str]:
 
 
 def wait_store_ready(store: Any, timeout: float = 60.0) -> None:
-    """After a restart the driver reconnects on its own schedule: poll until a read works."""
+    """After a restart the driver reconnects on its own schedule: poll until a read works, and
+    the store's ``ping`` (its driver session: the schema changes after a restart go there; a
+    get may come back sooner, on a connection of the store's own)."""
     from resources.stores.base import ObjectKey
 
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
+            ping = getattr(store, "ping", None)
+            if ping is not None:
+                ping()
             store.exists(ObjectKey("tuner/ping", "ping"))
             return
         except Exception as exc:  # NoHostAvailable while reconnecting

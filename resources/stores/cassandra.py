@@ -984,8 +984,9 @@ class CassandraObjectStore(ObjectStore):
         direct_requests: send a small put's rows and a get's head read on a blocking connection
             of this process's own (:mod:`~resources.stores.cql_direct`), written and answered on
             the calling thread, rather than through the driver's event-loop thread; a request
-            that fails there goes the driver's way. Default on (``ASGARD_CQL_DIRECT=0`` turns
-            it off): the figures are in that module's docstring.
+            that fails there goes the driver's way, and so does every request while the session
+            has request-init listeners (metrics, tracing). Default on (``ASGARD_CQL_DIRECT=0``
+            turns it off): the figures are in that module's docstring.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
         ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
     """
@@ -1655,12 +1656,14 @@ class CassandraObjectStore(ObjectStore):
     # --- direct requests (cql_direct) -------------------------------------------------
     @property
     def _direct(self):
-        """This process's established session if small requests may go direct, else None: turned
-        off, no session yet (a fresh process's first request goes early, :class:`_EarlyStart`),
-        or a protocol the direct connection does not speak."""
+        """This process's established session if requests may go direct, else None: turned off,
+        no session yet (a fresh process's first request goes early, :class:`_EarlyStart`), a
+        protocol the direct connection does not speak, or listeners on the session."""
         session = self._session
         if (not self.direct_requests or session is None or self._session_pid != os.getpid() or session.is_shutdown
-                or session.cluster.protocol_version > 4):
+                or session.cluster.protocol_version > 4 or getattr(session, "_request_init_callbacks", None)):
+            # a session with request-init listeners (someone's metrics or tracing) sees every
+            # request: they go its way
             return None
         return session
 

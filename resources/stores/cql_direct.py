@@ -128,13 +128,10 @@ class DirectConnection:
                 while stream in tags:  # stream ids are 15 bits: wrap past those in flight
                     stream = (stream + 1) & 0x7FFF
                 tags[stream] = tag
-                batch.append(self.handler.encode_message(message, stream, self.protocol_version, None, False))
+                batch.append((stream, message))
                 stream = (stream + 1) & 0x7FFF
             if batch:
-                try:
-                    self._sock.sendall(b"".join(batch))
-                except OSError as exc:
-                    raise DirectConnectionError(f"sending to {self.host}:{self.port}: {exc}") from exc
+                self._send([m for _, m in batch], [i for i, _ in batch])
             if not tags:
                 return
             version, flags, got, opcode, length = _HEADER.unpack(self._read(9))
@@ -162,9 +159,10 @@ class DirectConnection:
         return self.handler.decode_message(self.protocol_version, {}, stream, flags, opcode, body, None,
                                            result_metadata)
 
-    def _send(self, messages: list) -> None:
+    def _send(self, messages: list, streams: list[int] | None = None) -> None:
+        """Write ``messages`` in one go, with stream ids ``streams`` (0, 1, ... by default)."""
         data = b"".join(self.handler.encode_message(m, i, self.protocol_version, None, False)
-                        for i, m in enumerate(messages))
+                        for i, m in zip(streams or range(len(messages)), messages))
         try:
             self._sock.sendall(data)
         except OSError as exc:
