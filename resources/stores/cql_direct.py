@@ -30,8 +30,8 @@ from typing import Any
 
 _HEADER = struct.Struct(">BBhBi")  # v3+: version, flags, stream, opcode, body length
 RESULT_OPCODE = 0x08
-#: the largest body read whole before decoding; a larger RESULT of one blob row (a head row
-#: holding an object inline) has its blob received straight into a buffer of its own
+#: how much of a RESULT is read before deciding where its blob goes (the row's prefix: its
+#: metadata and the cells before the blob fit in it; a longer prefix is decoded the usual way)
 _PEEK_BYTES = 4096
 
 
@@ -134,26 +134,15 @@ class DirectConnection:
                 self._send([m for _, m in batch], [i for i, _ in batch])
             if not tags:
                 return
-            version, flags, got, opcode, length = _HEADER.unpack(self._read(9))
+            flags, got, opcode, length = self._read_header()
             if got not in tags:
                 raise DirectConnectionError(f"{self.host}:{self.port} answered stream {got}, not one in flight")
             tag = tags.pop(got)
             target = target_of(tag)
-            if target is None or opcode != RESULT_OPCODE or flags:
-                body = self._read(length) if length else b""
-                yield tag, self._decode(got, flags, opcode, body, result_metadata), False
-                continue
-            peek = self._read(min(length, _PEEK_BYTES))
-            shape = last_blob_prefix(peek, 0, len(peek))
-            if shape is None or shape[0] + shape[1] != length or shape[1] != target.nbytes:
-                body = peek + self._read(length - len(peek))
-                yield tag, self._decode(got, flags, opcode, body, result_metadata), False
-                continue
-            have = len(peek) - shape[0]
-            target[:have] = memoryview(peek)[shape[0]:]
-            self._read_into(target[have:])
-            body = peek[:shape[0] - 4] + b"\x00\x00\x00\x00"
-            yield tag, self._decode(got, flags, opcode, body, result_metadata), True
+            answer, blob = self._read_answer(
+                got, flags, opcode, length, result_metadata,
+                None if target is None else (lambda size, t=target: t if size == t.nbytes else None))
+            yield tag, answer, blob is not None
 
     def _decode(self, stream: int, flags: int, opcode: int, body, result_metadata):
         return self.handler.decode_message(self.protocol_version, {}, stream, flags, opcode, body, None,
@@ -169,34 +158,42 @@ class DirectConnection:
             raise DirectConnectionError(f"sending to {self.host}:{self.port}: {exc}") from exc
 
     def _receive(self, result_metadata=None, sink_min_bytes: int | None = None):
+        flags, stream, opcode, length = self._read_header()
+        if sink_min_bytes is None:
+            return self._read_answer(stream, flags, opcode, length, result_metadata, None)[0]
+        from .base import output_buffer
+
+        answer, blob = self._read_answer(stream, flags, opcode, length, result_metadata,
+                                         lambda size: output_buffer(size) if size >= sink_min_bytes else None)
+        return answer if blob is None else (answer, blob)
+
+    def _read_header(self) -> tuple[int, int, int, int]:
+        """``(flags, stream, opcode, body length)`` of the next answer."""
         version, flags, stream, opcode, length = _HEADER.unpack(self._read(9))
         if version & 0x7F != self.protocol_version:
             raise DirectConnectionError(f"{self.host}:{self.port} answered with protocol v{version & 0x7F}")
-        if sink_min_bytes is None or opcode != RESULT_OPCODE or flags or length <= _PEEK_BYTES:
-            body = self._read(length) if length else b""
-            return self.handler.decode_message(self.protocol_version, {}, stream, flags, opcode, body, None,
-                                               result_metadata)
-        from .base import output_buffer
+        return flags, stream, opcode, length
 
-        peek = self._read(_PEEK_BYTES)
+    def _read_answer(self, stream: int, flags: int, opcode: int, length: int, result_metadata, blob_for):
+        """The answer whose header was just read, and the buffer its blob went into, or None.
+        ``blob_for(size)`` gives a writable memoryview of ``size`` bytes for the blob of an
+        answer that is one row whose last column is a blob (None: decode it whole); the answer
+        is then decoded with that cell empty, as the pool's connections do for a sink
+        (``FastReadConnection._sunk``)."""
+        if blob_for is None or opcode != RESULT_OPCODE or flags:
+            return self._decode(stream, flags, opcode, self._read(length) if length else b"", result_metadata), None
+        peek = self._read(min(length, _PEEK_BYTES))
         shape = last_blob_prefix(peek, 0, len(peek))
-        if shape is None or shape[0] + shape[1] != length or shape[1] < sink_min_bytes:
-            body = peek + self._read(length - len(peek))
-            return self.handler.decode_message(self.protocol_version, {}, stream, flags, opcode, body, None,
-                                               result_metadata)
-        prefix, size = shape
-        blob = output_buffer(size)
-        have = len(peek) - prefix
-        blob[:have] = memoryview(peek)[prefix:]
+        blob = blob_for(shape[1]) if shape is not None and shape[0] + shape[1] == length else None
+        if blob is None:
+            body = peek + self._read(length - len(peek)) if length > len(peek) else peek
+            return self._decode(stream, flags, opcode, body, result_metadata), None
+        have = len(peek) - shape[0]
+        blob[:have] = memoryview(peek)[shape[0]:]
         self._read_into(blob[have:])
-        # the answer decoded with the blob left out (a zero-length cell), as the pooled
-        # connections do for a sink (FastReadConnection._sunk)
-        body = peek[:prefix - 4] + b"\x00\x00\x00\x00"
-        answer = self.handler.decode_message(self.protocol_version, {}, stream, flags, opcode, body, None,
-                                             result_metadata)
-        return answer, blob
+        return self._decode(stream, flags, opcode, peek[:shape[0] - 4] + b"\x00\x00\x00\x00", result_metadata), blob
 
-    def _read(self, n: int) -> bytes:
+    def _read(self, n: int) -> bytearray:
         buf = bytearray(n)
         self._read_into(memoryview(buf))
         return buf
