@@ -32,8 +32,14 @@ setup(
     name="asgard-dagster",
     version="0.1.0",
     description="A Dagster IO manager that keeps ephemeral inter-op data in a self-tuning, NUMA-pinned Apache Cassandra",
-    packages=find_packages(include=["asgard_dagster*", "asgard_bench*", "tuner*", "resources*", "pipelines*"]),
-    package_data={"resources": ["cassandra/pom.xml", "cassandra/java/*.java", "cassandra/patches/*/*.patch", "network/profiles.yaml"], "asgard_bench": ["prices.yaml"], "tuner": ["data/*"], "pipelines": ["data/*"]},
+    # resources/, tuner/ and pipelines/ install as asgard.resources, asgard.tuner, asgard.pipelines:
+    # generic top-level names would shadow (or be shadowed by) a user's own resources.py
+    packages=["asgard"] + find_packages(include=["asgard_dagster*", "asgard_airflow*", "asgard_bench*"]) + [
+        f"asgard.{p}" for p in find_packages(include=["resources*", "tuner*", "pipelines*"])],
+    package_dir={f"asgard.{top}": top for top in ("resources", "tuner", "pipelines")},
+    package_data={"asgard.resources": ["cassandra/pom.xml", "cassandra/java/*.java", "cassandra/patches/*/*.patch",
+                                       "cassandra/patches/*/*.sha256", "network/profiles.yaml"],
+                  "asgard_bench": ["prices.yaml"], "asgard.tuner": ["data/*"], "asgard.pipelines": ["data/*"]},
     python_requires=">=3.10",
     install_requires=CORE,
     extras_require={"tune": TUNE, "apps": APPS, "test": TEST, "all": sorted(set(TUNE + APPS + TEST))},

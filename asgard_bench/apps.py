@@ -1,6 +1,6 @@
 """``asgard bench apps``: the paper's applications on every store, priced as on AWS (Nov 2022).
 
-Each pipeline of :mod:`pipelines.jobs` runs end to end (reconstructable job, multiprocess
+Each pipeline of :mod:`asgard.pipelines.jobs` runs end to end (reconstructable job, multiprocess
 executor) on each backend:
 
 * ``cassandra`` -- our CassandraIOManager, the node on its default configuration (no overrides)
@@ -48,14 +48,14 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from tuner.knobs import cql_literal
+from asgard.tuner.knobs import cql_literal
 
 from .cost import Prices, perf_per_dollar, run_cost, s3_requests
 
 BENCH_BACKENDS = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local", "fs_stock")
 DEFAULT_BACKENDS = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local")
 DEFAULT_APPS = ("video_analytics", "lightgbm_forest", "word_count")
-#: the pipeline backend (pipelines.backends) each bench backend runs on
+#: the pipeline backend (asgard.pipelines.backends) each bench backend runs on
 PIPELINE_BACKEND = {"cassandra_tuned": "cassandra"}
 STOCK_BACKENDS = frozenset({"s3_stock", "fs_stock"})
 #: the peers every Perf/$ is compared against in the table
@@ -190,7 +190,7 @@ def parse_per_app(value: str | None, cast: Callable[[str], Any]) -> dict[str, An
 
 def app_sizes(app: str, fanout: Any = None, scale: Any = None, small: bool = False) -> dict[str, Any]:
     """The run-config sizes of ``app`` (``{}`` = the app's defaults)."""
-    from pipelines.jobs import SMALL
+    from asgard.pipelines.jobs import SMALL
 
     sizes: dict[str, Any] = dict(SMALL[app]) if small else {}
     f = fanout.get(app) if isinstance(fanout, dict) else fanout
@@ -209,14 +209,14 @@ class BenchConfig:
     repetitions: int = 3
     fanout: Any = None            # int for all apps, or {app: int}
     scale: Any = None             # float for all apps, or {app: float}
-    small: bool = False           # start from pipelines.jobs.SMALL sizes
+    small: bool = False           # start from asgard.pipelines.jobs.SMALL sizes
     cassandra_config: str | None = None
     prices: str | None = None
     out: str | None = None
     fresh_cassandra: bool = False  # restart Cassandra on its default config even if it already is
     max_concurrent: int = 2
     warmup: bool = True            # one untimed run first (starts the executor's forkserver, imports)
-    network: str = "loopback"      # the profile of resources.network the stores are reached over
+    network: str = "loopback"      # the profile of asgard.resources.network the stores are reached over
 
     def effective_backends(self) -> list[str]:
         out = []
@@ -230,7 +230,7 @@ class BenchConfig:
 
     def plan(self) -> list[tuple[int, str, str, str]]:
         """(repetition, phase, app, backend) in run order; phase "default" or "tuned"."""
-        from pipelines.jobs import APPS
+        from asgard.pipelines.jobs import APPS
 
         for app in self.apps:
             if app not in APPS:
@@ -251,7 +251,7 @@ class BenchConfig:
 # --- servers -------------------------------------------------------------------------------------
 def server_for(backend: str, network: str = "loopback"):
     """The managed server process a backend stores into under ``network`` (None for local files)."""
-    from resources.network import Deployment
+    from asgard.resources.network import Deployment
 
     return Deployment(network).server(PIPELINE_BACKEND.get(backend, backend))
 
@@ -262,7 +262,7 @@ class CassandraConfigurator:
     KEYSPACE, TABLE = "asgard", "objects"
 
     def __init__(self, node=None, tuned: CassandraConfigFile | None = None, fresh: bool = False):
-        from resources.cassandra import CassandraNode
+        from asgard.resources.cassandra import CassandraNode
 
         self.node = node or CassandraNode()
         self.tuned = tuned
@@ -367,7 +367,7 @@ def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str 
         if backend == "fs_stock" and path:
             return Path(path).stat().st_size
         if backend == "s3_stock" and uri and uri.startswith("s3://"):
-            from resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials, s3_client
+            from asgard.resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials, s3_client
 
             endpoint = endpoint or LOCAL_ENDPOINT
             bucket, key = uri[5:].split("/", 1)
@@ -521,8 +521,8 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
             cassandra_keyspace: dict | None = None) -> tuple[dict, list[dict], list[dict]]:
     """Run ``app`` on ``backend`` once, reached over ``network`` (``io_manager_config``: the IO
     manager's run config); (run row, step rows, edge rows)."""
-    from pipelines.jobs import run_app
-    from resources.network import Deployment
+    from asgard.pipelines.jobs import run_app
+    from asgard.resources.network import Deployment
 
     pb = PIPELINE_BACKEND.get(backend, backend)
     server = server_for(backend, network)
@@ -546,7 +546,7 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
         "parallel_mean": None, "parallel_max": None}
     if run_id and ok and pb in ("cassandra", "redis", "s3", "local"):
         try:  # ephemeral data: drop it (outside the timed window)
-            from pipelines.backends import io_manager_for
+            from asgard.pipelines.backends import io_manager_for
 
             io_manager_for(pb, network).purge_run(run_id)
         except Exception:
@@ -603,7 +603,7 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
     out.mkdir(parents=True, exist_ok=True)
     tuned = CassandraConfigFile.load(cfg.cassandra_config) if cfg.cassandra_config else None
     uses_cassandra = any(PIPELINE_BACKEND.get(b, b) == "cassandra" for _, _, _, b in plan)
-    from resources.network import Deployment
+    from asgard.resources.network import Deployment
 
     deployment = Deployment(cfg.network)
     pipeline_backends = {PIPELINE_BACKEND.get(b, b) for _, _, _, b in plan}
@@ -625,7 +625,7 @@ def run_bench(cfg: BenchConfig, on_start: Callable[[int, int, str], None] | None
         with tempfile.TemporaryDirectory(prefix="asgard-bench-apps-") as tmp:
             with dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
                 if cfg.warmup and plan:
-                    from pipelines.jobs import run_app
+                    from asgard.pipelines.jobs import run_app
 
                     if on_start:
                         on_start(0, len(plan), f"warm-up: {plan[0][2]} on local (not measured)")

@@ -18,13 +18,13 @@ def _csv(value: str) -> list[str]:
 
 @click.command("apps")
 @click.option("--apps", default="video_analytics,lightgbm_forest,word_count", show_default=True,
-              help="Comma-separated apps (pipelines.jobs.APPS).")
+              help="Comma-separated apps (asgard.pipelines.jobs.APPS).")
 @click.option("--backends", default="cassandra,cassandra_tuned,redis,s3,s3_stock,local", show_default=True,
               help="Comma-separated: cassandra, cassandra_tuned (needs --cassandra-config), redis, s3, s3_stock, local, fs_stock.")
 @click.option("--repetitions", "-r", default=3, show_default=True, type=click.IntRange(1))
 @click.option("--fanout", default=None, help="Fan-out for every app (N) or per app (video_analytics=4,...). Default: each app's.")
 @click.option("--scale", default=None, help="Data scale for every app (X) or per app (lightgbm_forest=5,...). Default: each app's.")
-@click.option("--small", is_flag=True, help="Start from the test sizes (pipelines.jobs.SMALL); --fanout/--scale still apply.")
+@click.option("--small", is_flag=True, help="Start from the test sizes (asgard.pipelines.jobs.SMALL); --fanout/--scale still apply.")
 @click.option("--cassandra-config", type=click.Path(exists=True, dir_okay=False), default=None,
               help="YAML with 'yaml:' cassandra.yaml overrides and optional 'table:' options: the cassandra_tuned backend.")
 @click.option("--fresh-cassandra", is_flag=True, help="Restart Cassandra for the default cells even if it has no overrides.")
@@ -41,7 +41,7 @@ def _csv(value: str) -> list[str]:
 def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fresh_cassandra, prices, out,
          max_concurrent, warmup, network, as_json):
     """Each app on each backend: E2E latency, step/edge times, server CPU, cost and Perf/$ (Asgard Figs 4-7)."""
-    from resources.network import profile_names
+    from asgard.resources.network import profile_names
 
     from .apps import BenchConfig, markdown, parse_per_app, run_bench, run_networks
 

@@ -52,7 +52,7 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
              spread_outputs, warmup, warmup_seconds, small_seconds, network):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
-    from resources.network import profile_names
+    from asgard.resources.network import profile_names
 
     from .io import print_side_by_side, print_table, run_io_bench
 
@@ -154,7 +154,7 @@ def bench_startup(repeat, as_json):
 @click.option("--rounds", default=1, show_default=True, type=click.IntRange(1), help="Times the sequence repeats.")
 @click.option("--static-app", default="video_analytics", show_default=True,
               help="The app the static_tuned variant is tuned for.")
-@click.option("--small", is_flag=True, help="The apps' test sizes (pipelines.jobs.SMALL).")
+@click.option("--small", is_flag=True, help="The apps' test sizes (asgard.pipelines.jobs.SMALL).")
 @click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fitted surrogate (default: the one shipped in tuner/data).")
 @click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None)

@@ -135,7 +135,7 @@ S3_FREE = frozenset({"deleteobject", "deletemultipleobjects", "abortmultipartupl
 
 def s3_requests(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
     """(PUT-class, GET-class) requests between two snapshots of the S3 server's per-API counters
-    (:meth:`resources.minio.MinioServer.request_counts`): what a run really sent, whichever IO
+    (:meth:`asgard.resources.minio.MinioServer.request_counts`): what a run really sent, whichever IO
     manager sent it (the stock manager's LIST at start-up and multipart uploads included)."""
     puts = gets = 0
     for api, n in after.items():

@@ -21,7 +21,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from resources.paths import REPO_ROOT, cache_dir
+from asgard.resources.paths import REPO_ROOT, cache_dir
 
 MiB = 1024 * 1024
 SMALL_BYTES = 10 * 1024
@@ -79,7 +79,7 @@ _WORKER = r"""
 import json, os, sys, time, uuid
 import numpy as np
 import cassandra
-from resources.stores import ObjectKey
+from asgard.resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 
 MiB = 1024 * 1024
@@ -215,7 +215,7 @@ def run_driver_bench(drivers: str = f"{BASE_DRIVER},scylla-driver", sizes_mib: t
     milliseconds, too short to time against this machine's noise."""
     from rich.progress import Progress
 
-    from resources.network import Deployment
+    from asgard.resources.network import Deployment
 
     from .io import ServerCpu, _settle
 
@@ -297,7 +297,7 @@ def run_driver_bench(drivers: str = f"{BASE_DRIVER},scylla-driver", sizes_mib: t
 def _summarize(samples: dict, variants: list[tuple[str, str]]) -> list[dict]:
     import statistics
 
-    from tuner.measure import geomean, ratio_interval
+    from asgard.tuner.measure import geomean, ratio_interval
 
     base = variants[0][0]
     rows = []

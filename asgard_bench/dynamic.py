@@ -3,7 +3,7 @@
 A sequence of bursts -- ``burst`` runs of one application, then of the next, repeated
 ``rounds`` times -- runs on the local Cassandra (127.0.0.1, keyspace ``asgard``) three ways:
 
-* ``default``      -- stock Cassandra throughout (:class:`tuner.knobs.Configuration` defaults);
+* ``default``      -- stock Cassandra throughout (:class:`asgard.tuner.knobs.Configuration` defaults);
 * ``static_tuned`` -- the configuration the tuner recommends for one application
   (``static_app``), kept for the whole sequence;
 * ``asgard``       -- before each burst, its runs are submitted (not started) and the project's upcoming-runs
@@ -73,7 +73,7 @@ class NodeState:
         }
 
     def restore(self, session) -> None:
-        from tuner.knobs import cql_literal
+        from asgard.tuner.knobs import cql_literal
 
         session.execute(f"ALTER KEYSPACE {self.keyspace} WITH durable_writes = {cql_literal(self.durable_writes)}")
         session.execute(f"ALTER TABLE {self.keyspace}.{self.table} WITH " + " AND ".join(
@@ -138,15 +138,15 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     import dagster as dg
 
     from asgard_dagster.retune import applied_config_file, current_configuration
-    from pipelines.jobs import make_job
-    from resources.cassandra import CassandraNode
-    from resources.stores.cassandra import CassandraObjectStore
-    from tuner.dataset import DEFAULT_MODEL, Dataset
-    from tuner.anova import key_knobs
-    from tuner.knobs import CLIENT, KNOBS, Configuration
-    from tuner.measure import Interleaver
-    from tuner.surrogates import Surrogate
-    from tuner.validate import recommend
+    from asgard.pipelines.jobs import make_job
+    from asgard.resources.cassandra import CassandraNode
+    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.tuner.dataset import DEFAULT_MODEL, Dataset
+    from asgard.tuner.anova import key_knobs
+    from asgard.tuner.knobs import CLIENT, KNOBS, Configuration
+    from asgard.tuner.measure import Interleaver
+    from asgard.tuner.surrogates import Surrogate
+    from asgard.tuner.validate import recommend
 
     from .apps import app_sizes, run_one
     from .cost import Prices, instance_cost, perf_per_dollar
@@ -218,7 +218,7 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
         say("restoring the node")
         try:
             if node.overrides() != initial_overrides:
-                from tuner.knobs import wait_store_ready
+                from asgard.tuner.knobs import wait_store_ready
 
                 node.restart_with(initial_overrides, replace=True)
                 wait_store_ready(store)

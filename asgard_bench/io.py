@@ -16,7 +16,7 @@ step process has its code location. Spread (Cassandra): one run of six 16 MiB ou
 fresh table, flushed, then each instance's live bytes and largest partition from ``nodetool
 tablestats``; with ``nodes > 1`` the bench runs on a ring of its own (127.0.0.11 onwards).
 
-Peers are our stores (:func:`resources.stores.registry.open_store`) and ``s3_stock``, dagster-aws's
+Peers are our stores (:func:`asgard.resources.stores.registry.open_store`) and ``s3_stock``, dagster-aws's
 own ``S3PickleIOManager`` on the same MinIO (:class:`StockS3Peer`), so the table shows our S3 store
 against the stock Dagster way in the same run; :func:`open_peer` opens either by name.
 """
@@ -33,10 +33,10 @@ import uuid
 
 import numpy as np
 
-from resources.process import ThreadCpuClock
+from asgard.resources.process import ThreadCpuClock
 
-from resources.stores import ObjectKey
-from resources.stores.registry import open_store
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.registry import open_store
 
 MiB = 1024 * 1024
 SMALL_BYTES = 10 * 1024
@@ -144,7 +144,7 @@ def open_peer(name: str, **kwargs):
 
 class ServerCpu:
     """CPU seconds of the server processes behind a backend, from their threads' run times in
-    /proc (to the nanosecond: :class:`~resources.process.ThreadCpuClock`), for differences."""
+    /proc (to the nanosecond: :class:`~asgard.resources.process.ThreadCpuClock`), for differences."""
 
     def __init__(self, servers: list):
         self.servers = servers
@@ -152,7 +152,7 @@ class ServerCpu:
 
     @classmethod
     def for_backend(cls, backend: str, cassandra_nodes: list | None = None, deployment=None) -> "ServerCpu":
-        from resources.network import Deployment
+        from asgard.resources.network import Deployment
 
         if backend == "cassandra" and cassandra_nodes:
             return cls(cassandra_nodes)
@@ -234,12 +234,12 @@ _FIRST_PUT_PROBE = r"""
 import json, os, sys, time
 import numpy as np
 
-from resources.process import ThreadCpuClock
-from resources.stores import ObjectKey
+from asgard.resources.process import ThreadCpuClock
+from asgard.resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 # what a step process has imported with its code location: the package and every client library
 import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
-import resources.stores.cassandra, resources.stores.redis, resources.stores.s3
+import asgard.resources.stores.cassandra, asgard.resources.stores.redis, asgard.resources.stores.s3
 backend, kwargs, scope = sys.argv[1], json.loads(os.environ["ASGARD_PROBE_STORE"]), sys.argv[2]
 payload = np.random.default_rng(0).bytes(10 * 1024)
 t0 = time.perf_counter()
@@ -295,7 +295,7 @@ def _small_ops(store, count: int, budget_s: float | None = None,
 
 _MEMORY_PROBE = r"""
 import gc, json, os, sys, numpy as np
-from resources.stores import ObjectKey
+from asgard.resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 
 def rss(field):  # this process's own counters (ru_maxrss would include the parent's pages)
@@ -338,7 +338,7 @@ def _memory(backend: str, size_mib: int, kwargs: dict) -> tuple[float, float]:
 
 def _tablestats(node, table: str) -> dict:
     """Live bytes and the largest partition of ``table`` on one instance (after a flush)."""
-    from resources.cassandra.nodetool import table_stats
+    from asgard.resources.cassandra.nodetool import table_stats
 
     keyspace, name = table.split(".")
     node.nodetool("flush", keyspace, name)
@@ -349,7 +349,7 @@ def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16
     """One run of ``outputs`` x ``size_mib`` outputs in a fresh table: each instance's share of the
     bytes and the largest partition (nodetool tablestats; the partition size is Cassandra's
     histogram bucket, rounded up to it). The table is dropped afterwards."""
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     table = f"spread_{uuid.uuid4().hex[:8]}"
     keyspace = f"asgard_bench_rf{store_kwargs.get('replication_factor', 1)}"
@@ -390,7 +390,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
     """Rows ``{backend, object_bytes, write_mb_s, read_mb_s, ops_s, network, ...}``: throughput with
     server CPU per GB, 10 KiB ops/s with the first put of a fresh process, memory, and (Cassandra)
     the spread of one run over the instances. ``nodes > 1`` runs Cassandra on a ring of its own.
-    ``network``: a profile of :mod:`resources.network`; its servers are started (and left running)
+    ``network``: a profile of :mod:`asgard.resources.network`; its servers are started (and left running)
     in their namespaces behind the profile's links. ``small_seconds`` bounds each backend's 10 KiB
     measurement (fewer objects on a slow link). ``warmup`` runs untimed passes over every backend
     first, repeated until ``warmup_seconds`` have passed (at least one)."""
@@ -398,7 +398,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
 
     from rich.progress import Progress
 
-    from resources.network import Deployment
+    from asgard.resources.network import Deployment
 
     deployment = Deployment(network, cassandra_heap="1G" if network != "loopback" else None)
     if deployment.emulated:
@@ -409,7 +409,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
         cassandra_nodes = None
         kwargs = {b: deployment.store_kwargs(b) for b in backends}
         if "cassandra" in backends:
-            from resources.cassandra import CassandraCluster
+            from asgard.resources.cassandra import CassandraCluster
 
             if nodes > 1:
                 ring = CassandraCluster(nodes=nodes, first_index=11, heap="1G")

@@ -49,7 +49,7 @@ def _payload(worker: int, index: int, size: int) -> bytes:
 
 
 def _worker(backend: str, run_id: str, worker: int, workers: int, objects: int, mix, barrier, results) -> None:
-    from resources.stores import ObjectKey, ObjectMissingError
+    from asgard.resources.stores import ObjectKey, ObjectMissingError
 
     store = io_manager_for(backend).store()
     times: dict[tuple[str, int], list[float]] = {}

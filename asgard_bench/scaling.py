@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 
-from resources.numa import format_cpulist, numa_nodes
+from asgard.resources.numa import format_cpulist, numa_nodes
 
 from .io import MiB, ServerCpu
 
@@ -70,7 +70,7 @@ def _configs(instances: int, heap_mib: int, topo: dict) -> list[dict]:
 def _load(store, clients: int, seconds: float, payload: bytes, scope: str) -> tuple[float, float]:
     """Put for ``seconds`` from ``clients`` threads, then get what was put for ``seconds``:
     (put MB/s, get MB/s)."""
-    from resources.stores import ObjectKey
+    from asgard.resources.stores import ObjectKey
 
     written: list[list] = [[] for _ in range(clients)]
     errors: list[BaseException] = []
@@ -108,8 +108,8 @@ def _load(store, clients: int, seconds: float, payload: bytes, scope: str) -> tu
 
 
 def _measure(config: dict, first_index: int, workdir, clients: int, seconds: float, payload: bytes) -> dict:
-    from resources.cassandra import CassandraCluster
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.cassandra import CassandraCluster
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     spec = {k: v for k, v in config.items() if k != "config"}
     ring = CassandraCluster(first_index=first_index, workdir=workdir / config["config"].replace(" ", "_"), **spec)
@@ -154,7 +154,7 @@ def run_scaling_bench(instances: int | None = None, heap_mib: int = 512, seconds
     over ``repeat`` interleaved rounds and every round's figures."""
     from rich.progress import Progress
 
-    from resources.paths import run_dir
+    from asgard.resources.paths import run_dir
 
     topo = topology()
     if instances is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import shutil
 import time
 
-from resources.cassandra import CassandraNode
-from resources.paths import run_dir
+from asgard.resources.cassandra import CassandraNode
+from asgard.resources.paths import run_dir
 
 SCRATCH_INDEX = 6
 

@@ -10,7 +10,7 @@ from .io_manager import StoreIOManager
 from .local import LocalIOManager
 from .redis import RedisIOManager, RedisResource
 from .s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
-from resources.stores.stream import Stream
+from asgard.resources.stores.stream import Stream
 
 __all__ = [
     "CassandraIOManager", "CassandraResource", "ConnectionFieldsConflictError", "LocalIOManager", "StoreIOManager",

@@ -76,7 +76,7 @@ def cassandra():
 
 
 def _cluster(nodes: int | None):
-    from resources.cassandra.cluster import local_cluster
+    from asgard.resources.cassandra.cluster import local_cluster
 
     return local_cluster(nodes)
 
@@ -102,7 +102,7 @@ def cassandra_up(nodes, sets, secure):
     for name, seconds in cluster.start().items():
         click.echo(f"{name} ready in {seconds:.1f}s")
     _print_status(cluster.status(), False)
-    from resources.cassandra.node import SUPERUSER
+    from asgard.resources.cassandra.node import SUPERUSER
 
     for node in cluster.nodes:
         if node.secure:
@@ -148,10 +148,10 @@ def cassandra_restart(sets, reset):
 # --- baseline servers --------------------------------------------------------------------
 def _baseline(kind: str):
     if kind == "redis":
-        from resources.redis import RedisServer
+        from asgard.resources.redis import RedisServer
 
         return RedisServer()
-    from resources.minio import MinioServer
+    from asgard.resources.minio import MinioServer
 
     return MinioServer()
 
@@ -191,7 +191,7 @@ def stores():
 
 
 def _network_option(help_extra: str = ""):
-    from resources.network import profile_names
+    from asgard.resources.network import profile_names
 
     return click.option("--network", "network", default="loopback", show_default=True,
                         type=click.Choice(profile_names()),
@@ -203,7 +203,7 @@ def _network_option(help_extra: str = ""):
 @_network_option()
 def stores_up(network):
     if network != "loopback":
-        from resources.network import Deployment
+        from asgard.resources.network import Deployment
 
         deployment = Deployment(network)
         for name, seconds in deployment.up().items():
@@ -224,7 +224,7 @@ def stores_up(network):
 @_network_option()
 def stores_down(network):
     if network != "loopback":
-        from resources.network import Deployment, leftovers
+        from asgard.resources.network import Deployment, leftovers
 
         Deployment(network).down()
         left = leftovers()
@@ -241,7 +241,7 @@ def stores_down(network):
 @click.option("--json", "as_json", is_flag=True)
 def stores_status(network, as_json):
     if network != "loopback":
-        from resources.network import Deployment
+        from asgard.resources.network import Deployment
 
         _print_status(Deployment(network).status(), as_json)
         return
@@ -261,7 +261,7 @@ def _mount_optional(parent: click.Group, module: str, attr: str) -> None:
     parent.add_command(command)
 
 
-_mount_optional(main, "tuner.cli", "tune")
+_mount_optional(main, "asgard.tuner.cli", "tune")
 _mount_optional(main, "asgard_bench.cli", "bench")
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What every Asgard IO manager shares: the Dagster key layout, output/input metadata, and
 turning store errors into messages that name the step to re-execute.
 
-Key layout (one :class:`~resources.stores.ObjectKey` per output):
+Key layout (one :class:`~asgard.resources.stores.ObjectKey` per output):
 
 * op output: scope ``run/<run_id>``, path ``<step_key>/<output_name>[/<mapping_key>]``
   (Dagster's ``context.get_identifier()``; the run is the purge unit);
@@ -27,8 +27,8 @@ from typing import Any, Optional
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
 from pydantic import BaseModel, Field
 
-from resources.stores import ObjectKey, ObjectMissingError, ObjectStore
-from resources.stores.stream import Stream
+from asgard.resources.stores import ObjectKey, ObjectMissingError, ObjectStore
+from asgard.resources.stores.stream import Stream
 
 MiB = 1024 * 1024
 
@@ -95,7 +95,7 @@ class OutputForSeveralPartitionsError(ValueError):
 
 
 class StoreIOManager(ConfigurableIOManager, abc.ABC):
-    """Stores each output in an :class:`~resources.stores.ObjectStore`: chunked, checksummed,
+    """Stores each output in an :class:`~asgard.resources.stores.ObjectStore`: chunked, checksummed,
     committed by a manifest written last, with a TTL."""
 
     ttl_seconds: int = Field(

@@ -11,7 +11,7 @@
    ``system.peers_v2``; each member 127.0.0.i is the local instance the project runs, which must
    be running: a member that is down is never started, nothing is applied), reads the
    configuration in force back from every member (keyspace and table options,
-   ``system_views.settings``: :mod:`tuner.readback`), changes only the searched knobs of it, and
+   ``system_views.settings``: :mod:`asgard.tuner.readback`), changes only the searched knobs of it, and
    runs SOPHIA's cost-benefit analysis; applies the result only when the projected gain over the
    look-ahead window beats the throughput lost while reconfiguring: live knobs to every member at
    once, table and keyspace knobs once, restart-only knobs one member at a time when the
@@ -31,7 +31,7 @@ import yaml
 from dagster import Config, DagsterRunStatus, MetadataValue, Out, Output, RunsFilter, job, op
 from pydantic import Field
 
-from resources.paths import run_dir
+from asgard.resources.paths import run_dir
 
 from .topology import analyze_with_history
 
@@ -41,7 +41,7 @@ def applied_config_file():
 
 
 def current_configuration():
-    from tuner.knobs import Configuration
+    from asgard.tuner.knobs import Configuration
 
     path = applied_config_file()
     if path.exists():
@@ -151,7 +151,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     from .cassandra.resources import CassandraResource
 
     by_name = {j.name: j for j in jobs}
-    model_file = Path(model_path) if model_path else None  # None: tuner.dataset.DEFAULT_MODEL
+    model_file = Path(model_path) if model_path else None  # None: asgard.tuner.dataset.DEFAULT_MODEL
 
     @op(out=Out(dict))
     def plan_workload(context, config: RetuneConfig) -> Output:
@@ -187,16 +187,16 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
     @op(out=Out(dict))
     def recommend_configuration(plan: dict) -> Output:
-        from tuner.anova import key_knobs
-        from tuner.dataset import DEFAULT_MODEL
-        from tuner.search import search
-        from tuner.surrogates import Surrogate
-        from tuner.workload import Workload
+        from asgard.tuner.anova import key_knobs
+        from asgard.tuner.dataset import DEFAULT_MODEL
+        from asgard.tuner.search import search
+        from asgard.tuner.surrogates import Surrogate
+        from asgard.tuner.workload import Workload
 
         config = RetuneConfig(**plan["config"])
         model = Surrogate.load(model_file or DEFAULT_MODEL)
         workload = Workload(**plan["workload"])
-        from tuner.knobs import CLIENT, KNOBS
+        from asgard.tuner.knobs import CLIENT, KNOBS
 
         if config.knobs:
             result = given_configuration(model, workload, config.knobs)
@@ -217,14 +217,14 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
     @op
     def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
-        from resources.cassandra.cluster import HintsPendingError, RingMemberError, local_ring
-        from resources.process import port_open
-        from resources.stores.cassandra import CassandraObjectStore
-        from tuner.costbenefit import decide, needs_restart
-        from tuner.dataset import DEFAULT_MODEL
-        from tuner.readback import read_member_configurations
-        from tuner.surrogates import Surrogate
-        from tuner.workload import Workload
+        from asgard.resources.cassandra.cluster import HintsPendingError, RingMemberError, local_ring
+        from asgard.resources.process import port_open
+        from asgard.resources.stores.cassandra import CassandraObjectStore
+        from asgard.tuner.costbenefit import decide, needs_restart
+        from asgard.tuner.dataset import DEFAULT_MODEL
+        from asgard.tuner.readback import read_member_configurations
+        from asgard.tuner.surrogates import Surrogate
+        from asgard.tuner.workload import Workload
 
         config = RetuneConfig(**recommendation["config"])
         model = Surrogate.load(model_file or DEFAULT_MODEL)
@@ -326,7 +326,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
             if restart or not before:
                 applied, during = apply_new(), None
             else:  # a live change: the probe's workload runs on while it is applied (its dip)
-                from tuner.measure import ops_during
+                from asgard.tuner.measure import ops_during
 
                 applied, during = ops_during(store, workload, apply_new)
         except HintsPendingError as exc:
@@ -382,7 +382,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 def dip_during(before: list, during: float) -> float:
     """The fraction of the probes' throughput (geometric mean before the change) lost while it
     was applied; 0 if the workload ran as fast or faster."""
-    from tuner.measure import geomean
+    from asgard.tuner.measure import geomean
 
     return max(0.0, 1.0 - during / geomean([s.ops_per_s for s in before]))
 
@@ -390,7 +390,7 @@ def dip_during(before: list, during: float) -> float:
 def live_change_cost(members) -> tuple[float, float, str]:
     """(seconds, slowdown, where they come from) of a live change on this ring: the slowest
     member's recent measured values (live_changes.jsonl), else what is assumed."""
-    from tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN
+    from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN
 
     costs = {m.address: m.live_change_cost() for m in members}
     seconds = [s for s, _ in costs.values() if s is not None]
@@ -429,7 +429,7 @@ def wait_quiet(context, bound_s: float, poll_s: float = 2.0) -> tuple[float, lis
 
 def probe(node, store, workload, seconds: float, repeats: int = 2) -> list:
     """``repeats`` short runs of ``workload`` through the real store (empty if ``seconds`` is 0)."""
-    from tuner.measure import measure
+    from asgard.tuner.measure import measure
 
     return [measure(node, store, workload, seconds, seed=i) for i in range(repeats)] if seconds > 0 else []
 
@@ -437,7 +437,7 @@ def probe(node, store, workload, seconds: float, repeats: int = 2) -> list:
 def realized_gain(before: list, after: list) -> tuple[float, float]:
     """(gain %, noise %): the geometric-mean throughput after over before, and the noise as the
     spread of the probes under the old configuration against each other (at least 5%)."""
-    from tuner.measure import geomean
+    from asgard.tuner.measure import geomean
 
     b = [s.ops_per_s for s in before if s.ops_per_s > 0]
     a = [s.ops_per_s for s in after if s.ops_per_s > 0]
@@ -449,7 +449,7 @@ def realized_gain(before: list, after: list) -> tuple[float, float]:
 
 
 def apply_config(ring, store, config, previous, **kw):
-    from tuner.knobs import apply
+    from asgard.tuner.knobs import apply
 
     result = apply(ring, store, config, previous=previous, **kw)
     applied_config_file().write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
@@ -460,9 +460,9 @@ def _local_instance(address: str):
     """The local instance at ``address`` (127.0.0.i) as launched, or None for any other address."""
     import re
 
-    from resources.cassandra import CassandraNode
+    from asgard.resources.cassandra import CassandraNode
 
-    from resources.process import ServerError
+    from asgard.resources.process import ServerError
 
     match = re.fullmatch(r"127\.0\.0\.(\d{1,3})", address)
     try:
@@ -472,13 +472,13 @@ def _local_instance(address: str):
 
 
 def given_configuration(model, workload, knobs: dict):
-    """A :class:`~tuner.search.SearchResult` for knob values an operator gave (``RetuneConfig.knobs``):
-    validated one by one (a typed :class:`~tuner.knobs.KnobError` names a wrong one), predicted by
+    """A :class:`~asgard.tuner.search.SearchResult` for knob values an operator gave (``RetuneConfig.knobs``):
+    validated one by one (a typed :class:`~asgard.tuner.knobs.KnobError` names a wrong one), predicted by
     the surrogate like a searched one, so the cost-benefit analysis weighs it the same way."""
     import time as _time
 
-    from tuner.knobs import CLIENT, KNOBS, Configuration, KnobError, knob
-    from tuner.search import SearchResult
+    from asgard.tuner.knobs import CLIENT, KNOBS, Configuration, KnobError, knob
+    from asgard.tuner.search import SearchResult
 
     values = {name: knob(name).validate(value) for name, value in knobs.items()}
     client = sorted(n for n in values if KNOBS[n].apply == CLIENT)

@@ -18,7 +18,7 @@ read of every upstream partition it spans for the consuming asset's latest parti
 
 Degrees of dynamic fan-outs and object sizes come from the job's last successful run (output
 metadata ``bytes``; an upstream asset's from its latest materialization), or from the caller; the
-result converts to a :class:`tuner.workload.Workload`.
+result converts to a :class:`asgard.tuner.workload.Workload`.
 """
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ class JobTopology:
         return max(self.stages, key=lambda s: (s.bytes_moved, s.writes + s.reads))
 
     def workload(self, concurrency: int = 8):
-        """The :class:`tuner.workload.Workload` of the dominant stage, at the job's read ratio."""
-        from tuner.workload import Workload
+        """The :class:`asgard.tuner.workload.Workload` of the dominant stage, at the job's read ratio."""
+        from asgard.tuner.workload import Workload
 
         stage = self.dominant()
         kib = max(1, stage.object_bytes // 1024)

@@ -20,8 +20,8 @@ from collections import Counter
 import dagster as dg
 import numpy as np
 
-from pipelines import data
-from pipelines.word_count import tokenize
+from asgard.pipelines import data
+from asgard.pipelines.word_count import tokenize
 
 DEMO_CHUNKS = dg.StaticPartitionsDefinition([f"chunk_{i}" for i in range(4)])
 #: word count's map side: the corpus (scale 0.25, about 1 MiB of stdlib sources) in four splits

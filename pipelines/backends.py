@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from resources.paths import run_dir
+from asgard.resources.paths import run_dir
 
 BACKENDS = ("cassandra", "redis", "s3", "s3_stock", "local", "fs_stock")
 
 
 def io_manager_for(backend: str, network: str = "loopback"):
-    """The IO manager of ``backend``; under a ``network`` profile (:mod:`resources.network`) it
+    """The IO manager of ``backend``; under a ``network`` profile (:mod:`asgard.resources.network`) it
     reaches the profile's server, through the profile's link."""
     from asgard_dagster import (
         CassandraIOManager, CassandraResource, LocalIOManager, RedisIOManager, RedisResource, S3IOManager,
@@ -27,7 +27,7 @@ def io_manager_for(backend: str, network: str = "loopback"):
 
     endpoint: dict = {}
     if network != "loopback":
-        from resources.network import Deployment
+        from asgard.resources.network import Deployment
 
         endpoint = Deployment(network).store_kwargs(backend)
     factories = {

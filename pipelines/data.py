@@ -127,7 +127,7 @@ def render_video(spec: VideoSpec, path: Path) -> Path:
 
 def video_path(spec: VideoSpec | None = None) -> Path:
     """The rendered video for ``spec``, rendering it once into the cache (atomic, process-safe)."""
-    from resources.paths import cache_dir
+    from asgard.resources.paths import cache_dir
 
     spec = spec or VideoSpec()
     target = cache_dir("video") / f"slideshow-{spec.key()}.mp4"

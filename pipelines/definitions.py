@@ -1,19 +1,19 @@
 """What ``dagster dev -w workspace.yaml`` loads: the paper's three applications and the demo,
 their outputs in the local Cassandra; the demo and word count as software-defined assets
-(``pipelines.assets``, with the map side as the asset job ``word_count_map``, which
+(``asgard.pipelines.assets``, with the map side as the asset job ``word_count_map``, which
 the retune job analyses like the op jobs); nightly schedules for the applications (stopped until
 turned on); the purge sensor; and the retune job with its sensor and schedule.
 
 Jobs bound to the other stores (for comparisons) are made by
-``pipelines.jobs.make_job(app, backend)``; ``asgard bench apps`` runs them all.
+``asgard.pipelines.jobs.make_job(app, backend)``; ``asgard bench apps`` runs them all.
 """
 from dagster import DefaultScheduleStatus, ScheduleDefinition
 
 from asgard_dagster.definitions import asgard_definitions
 from asgard_dagster.sensors import how_to_start
-from pipelines.assets import ASSETS, word_count_map_job
-from pipelines.demo import fan_out_fan_in
-from pipelines.jobs import APPS, make_job
+from asgard.pipelines.assets import ASSETS, word_count_map_job
+from asgard.pipelines.demo import fan_out_fan_in
+from asgard.pipelines.jobs import APPS, make_job
 
 app_jobs = [make_job(app, "cassandra") for app in APPS]
 nightly = [

@@ -2,7 +2,7 @@
 
 ``make_chunks`` scatters n numpy arrays (DynamicOutput), ``normalize`` runs once per chunk
 (``.map``), ``summarize_chunks`` gathers them (``.collect()``). Run it with
-``bash scripts/demo.sh`` or ``dagster job execute -m pipelines.demo -j fan_out_fan_in``.
+``bash scripts/demo.sh`` or ``dagster job execute -m asgard.pipelines.demo -j fan_out_fan_in``.
 """
 
 import numpy as np

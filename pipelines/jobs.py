@@ -1,21 +1,21 @@
 """The paper's applications as Dagster jobs, bound to any backend's IO manager.
 
-* ``video_analytics`` -- scatter (Asgard paper §3.1.1), :mod:`pipelines.video_analytics`
-* ``lightgbm_forest`` -- broadcast (Asgard paper §3.1.2), :mod:`pipelines.lightgbm_forest`
-* ``word_count`` -- shuffle (Marvel paper §4.2), :mod:`pipelines.word_count`
+* ``video_analytics`` -- scatter (Asgard paper §3.1.1), :mod:`asgard.pipelines.video_analytics`
+* ``lightgbm_forest`` -- broadcast (Asgard paper §3.1.2), :mod:`asgard.pipelines.lightgbm_forest`
+* ``word_count`` -- shuffle (Marvel paper §4.2), :mod:`asgard.pipelines.word_count`
 
 Each graph's first op takes the run config ``fanout`` (the degree of the fan-out) and
 ``scale`` (the data size); :func:`run_config` builds it. :func:`make_job` binds the
-``io_manager`` resource to :func:`pipelines.backends.io_manager_for` and the multiprocess
+``io_manager`` resource to :func:`asgard.pipelines.backends.io_manager_for` and the multiprocess
 executor, and is what ``build_reconstructable_job`` reconstructs in each step's process::
 
     from dagster import DagsterInstance, build_reconstructable_job, execute_job
-    job = build_reconstructable_job("pipelines.jobs", "make_job", reconstructable_args=("word_count", "fs_stock"))
+    job = build_reconstructable_job("asgard.pipelines.jobs", "make_job", reconstructable_args=("word_count", "fs_stock"))
     with DagsterInstance.local_temp() as instance:  # multiprocess needs a non-ephemeral instance
         with execute_job(job, instance=instance, run_config=run_config("word_count", fanout=4)) as res:
             counts = res.output_for_node("merge_counts")["counts"]
 
-or simply :func:`run_app`. Command line: ``python -m pipelines.jobs word_count fs_stock --fanout 4``.
+or simply :func:`run_app`. Command line: ``python -m asgard.pipelines.jobs word_count fs_stock --fanout 4``.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.lightgbm_forest import lightgbm_forest
-from pipelines.video_analytics import video_analytics
-from pipelines.word_count import word_count
+from asgard.pipelines.lightgbm_forest import lightgbm_forest
+from asgard.pipelines.video_analytics import video_analytics
+from asgard.pipelines.word_count import word_count
 
 APPS: dict[str, dg.GraphDefinition] = {
     "video_analytics": video_analytics,
@@ -50,7 +50,7 @@ SMALL = {
 #: heavy libraries the forkserver imports once, so that each step's process does not. The
 #: forkserver is one per calling process and keeps what its first run preloaded, so the list
 #: is the same for every app (import only: no thread pools start before the fork).
-PRELOAD = ["pipelines.jobs", "pipelines.data", "numpy", "av", "PIL.Image", "torch", "efficientnet_lite_pytorch",
+PRELOAD = ["asgard.pipelines.jobs", "asgard.pipelines.data", "numpy", "av", "PIL.Image", "torch", "efficientnet_lite_pytorch",
            "lightgbm", "sklearn.decomposition", "sklearn.model_selection"]
 
 
@@ -63,9 +63,9 @@ def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str 
     per step on this machine, and the heavy libraries of :data:`PRELOAD`: several seconds
     per torch step), ``"spawn"`` (Dagster's default) starts a fresh interpreter per step.
     Scripts that run these jobs need the ``if __name__ == "__main__":`` guard either way.
-    ``network``: the profile (:mod:`resources.network`) whose server of ``backend`` the IO manager uses.
+    ``network``: the profile (:mod:`asgard.resources.network`) whose server of ``backend`` the IO manager uses.
     """
-    from pipelines.backends import io_manager_for
+    from asgard.pipelines.backends import io_manager_for
 
     if app not in APPS:
         raise KeyError(f"unknown app {app!r}; known: {sorted(APPS)}")
@@ -129,7 +129,7 @@ def run_app(app: str, backend: str, fanout: int | None = None, scale: float | No
             with dg.DagsterInstance.local_temp(tempdir=tmp) as inst:
                 return run_app(app, backend, fanout, scale, inst, max_concurrent, start_method,
                                raise_on_error, network, io_manager_config, **extra)
-    job = dg.build_reconstructable_job("pipelines.jobs", "make_job",
+    job = dg.build_reconstructable_job("asgard.pipelines.jobs", "make_job",
                                        reconstructable_args=(app, backend, max_concurrent, start_method, network))
     config = run_config(app, fanout, scale, **extra)
     if io_manager_config:

@@ -29,7 +29,7 @@ import time
 import dagster as dg
 import numpy as np
 
-from pipelines import data
+from asgard.pipelines import data
 
 
 class ForestConfig(dg.Config):

@@ -1,6 +1,6 @@
 """Run the fan-out / fan-in demo job on the local Cassandra and say where to look.
 
-``python -m pipelines.run_demo [--chunks N] [--chunk-mib M]`` (``scripts/demo.sh`` does the
+``python -m asgard.pipelines.run_demo [--chunks N] [--chunk-mib M]`` (``scripts/demo.sh`` does the
 set-up first). Uses the Dagster instance in ``$DAGSTER_HOME``, so the run shows in
 ``dagster dev -w workspace.yaml``.
 """
@@ -9,7 +9,7 @@ import argparse
 from dagster import DagsterInstance, execute_job, reconstructable
 
 from asgard_dagster import CassandraIOManager
-from pipelines.demo import fan_out_fan_in
+from asgard.pipelines.demo import fan_out_fan_in
 
 
 def main() -> None:

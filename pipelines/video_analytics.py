@@ -11,7 +11,7 @@ Here, as Dagster ops (every edge passes through the ``io_manager`` resource)::
     split_video --DynamicOutput x n--> extract_frame.map --> classify.map --collect--> collect --> summarize
 
 * ``split_video`` (config: ``fanout`` = n chunks, ``scale`` = video length, 1.0 = 10 s per
-  photo, six photos) decodes the cached rendered video (:func:`pipelines.data.video_path`)
+  photo, six photos) decodes the cached rendered video (:func:`asgard.pipelines.data.video_path`)
   and re-encodes each chunk as its own H.264/MP4 file; each chunk's bytes are one output.
 * ``extract_frame`` decodes its chunk and keeps the middle frame (RGB uint8 numpy array).
 * ``classify`` runs EfficientNet-Lite0 (ImageNet weights from the package
@@ -27,7 +27,7 @@ import time
 import dagster as dg
 import numpy as np
 
-from pipelines import data
+from asgard.pipelines import data
 
 
 class VideoConfig(dg.Config):

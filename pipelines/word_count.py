@@ -11,7 +11,7 @@ Here, as Dagster ops (every edge passes through the ``io_manager`` resource)::
 
 * ``split_corpus`` (config: ``fanout`` = m mappers, ``reducers`` = r (default 4, at most ``MAX_REDUCERS``),
   ``scale`` = corpus size, x 4 MiB of the standard library's ``.py`` sources in sorted order,
-  :func:`pipelines.data.stdlib_corpus`) cuts the corpus into m contiguous splits of about
+  :func:`asgard.pipelines.data.stdlib_corpus`) cuts the corpus into m contiguous splits of about
   equal bytes; each split's text is one output (scatter).
 * ``map_words`` tokenizes (:func:`tokenize`), counts, and partitions its counts into r
   buckets by ``zlib.crc32(word) % r`` (stable across processes, unlike the salted ``hash()``),
@@ -33,7 +33,7 @@ from collections import Counter
 
 import dagster as dg
 
-from pipelines import data
+from asgard.pipelines import data
 
 _WORD = re.compile(r"[a-z][a-z0-9_]*")
 

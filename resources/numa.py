@@ -14,7 +14,7 @@ per NUMA node, bound with ``numactl --cpunodebind=N --membind=N`` and ``-XX:+Use
   runs on 0-1 here) while ``--physcpubind`` refuses CPUs outside it, so the CPU list is the one
   form whose result the plan knows exactly.
 * Verification (:func:`observe_binding`, :meth:`Binding.problems`): what ``/proc`` says the process
-  is bound to, against the plan. :class:`resources.process.ManagedServer` does it on every launch.
+  is bound to, against the plan. :class:`asgard.resources.process.ManagedServer` does it on every launch.
 
 Memory binding is a *memory policy* (``set_mempolicy``), not a cpuset: ``Mems_allowed_list`` in
 ``/proc/PID/status`` is the cpuset's node list and stays as it was under ``numactl --membind``

@@ -1,6 +1,7 @@
 """Where the project keeps downloaded software and server state.
 
-``ASGARD_HOME`` (default ``<repo>/.asgard``) holds ``cache/`` (jars, binaries: reused across
+``ASGARD_HOME`` (default ``<repo>/.asgard`` in a source checkout, ``~/.asgard`` for an installed
+wheel) holds ``cache/`` (jars, binaries: reused across
 runs) and ``run/`` (per-server data, logs, pid files).
 """
 from __future__ import annotations
@@ -9,10 +10,13 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: a source checkout (this package at the repository's top level), not an installed wheel
+IN_CHECKOUT = (REPO_ROOT / "setup.py").is_file()
 
 
 def asgard_home() -> Path:
-    return Path(os.environ.get("ASGARD_HOME", REPO_ROOT / ".asgard")).resolve()
+    default = REPO_ROOT / ".asgard" if IN_CHECKOUT else Path.home() / ".asgard"
+    return Path(os.environ.get("ASGARD_HOME", default)).resolve()
 
 
 def cache_dir(*parts: str) -> Path:

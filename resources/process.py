@@ -42,7 +42,7 @@ class ManagedServer(abc.ABC):
         self.workdir = Path(workdir)
         self.numa_node = numa_node
         # a Linux network namespace to run in (``ip netns exec``): the server is then reached
-        # over that namespace's link (resources.network), as a remote host would be
+        # over that namespace's link (asgard.resources.network), as a remote host would be
         self.netns = netns
 
     # --- what a concrete server says -------------------------------------------------

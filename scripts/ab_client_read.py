@@ -16,10 +16,10 @@ import zlib
 
 import numpy as np
 
-import resources.stores.base as base
+import asgard.resources.stores.base as base
 from asgard_bench.io import open_peer
-from resources.network import Deployment
-from resources.stores import ObjectKey
+from asgard.resources.network import Deployment
+from asgard.resources.stores import ObjectKey
 
 MiB = 1024 * 1024
 VARIANTS = {

@@ -11,7 +11,7 @@ import json
 import statistics
 
 from asgard_bench.io import ServerCpu, _throughput, open_peer
-from resources.network import Deployment
+from asgard.resources.network import Deployment
 
 
 def main():

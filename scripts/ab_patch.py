@@ -21,11 +21,11 @@ import uuid
 
 import numpy as np
 
-import resources.cassandra.node as node_module
+import asgard.resources.cassandra.node as node_module
 from asgard_bench.io import open_peer
-from resources.cassandra import CassandraNode
-from resources.paths import run_dir
-from resources.stores import ObjectKey
+from asgard.resources.cassandra import CassandraNode
+from asgard.resources.paths import run_dir
+from asgard.resources.stores import ObjectKey
 
 MiB = 1024 * 1024
 TICK = os.sysconf("SC_CLK_TCK")

@@ -7,10 +7,10 @@ to go idle, then times its first get with each variant in turn (order alternatin
     PYTHONPATH=. python scripts/ab_read_buffer.py cassandra 64 8 hot      # the same object again and again
 """
 import time, uuid, mmap, statistics as st, numpy as np, sys, resource
-import resources.stores.base as base
+import asgard.resources.stores.base as base
 from asgard_bench.io import open_peer, ServerCpu, _settle
-from resources.network import Deployment
-from resources.stores import ObjectKey
+from asgard.resources.network import Deployment
+from asgard.resources.stores import ObjectKey
 def v_numpy(size): return memoryview(np.empty(size, dtype=np.uint8))
 def v_populate(size):
     if size < (1 << 20): return v_numpy(size)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 
 def one(index: int, heap: str, workdir: Path) -> dict:
-    from resources.cassandra import CassandraNode
-    from resources.process import process_cpu_seconds
+    from asgard.resources.cassandra import CassandraNode
+    from asgard.resources.process import process_cpu_seconds
 
     node = CassandraNode(index=index, heap=heap, workdir=workdir)
     log = workdir / "logs" / "system.log"
@@ -87,7 +87,7 @@ def main() -> None:
             rows += [run(name) for name in order]
     finally:
         sys.path.insert(0, str(Path(trees[names[-1]]).resolve()))
-        from resources.cassandra import CassandraNode
+        from asgard.resources.cassandra import CassandraNode
 
         CassandraNode(index=args.index, heap=args.heap, workdir=workdir).stop()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -20,8 +20,8 @@ import uuid
 import numpy as np
 
 from asgard_bench.io import ServerCpu, open_peer
-from resources.network import Deployment
-from resources.stores import ObjectKey
+from asgard.resources.network import Deployment
+from asgard.resources.stores import ObjectKey
 
 MiB = 1024 * 1024
 
@@ -76,14 +76,14 @@ def main():
     if args.node_dir:  # an instance of one's own (not the shared local node)
         from pathlib import Path
 
-        from resources.cassandra import CassandraNode
+        from asgard.resources.cassandra import CassandraNode
 
         node = CassandraNode(index=args.node_index, workdir=Path(args.node_dir))
         base = node.client_options()
     else:
         base = deployment.store_kwargs("cassandra")
         node = deployment.server("cassandra")
-    import resources.stores.cassandra as cassandra_store
+    import asgard.resources.stores.cassandra as cassandra_store
 
     variants = []
     for n, kw in parse_variants(args.variant):

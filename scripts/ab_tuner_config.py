@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from resources.stores.cassandra import CassandraObjectStore
-from tuner.knobs import Configuration
-from tuner.measure import Interleaver
-from tuner.node import TunerNode
-from tuner.workload import Workload
+from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.tuner.knobs import Configuration
+from asgard.tuner.measure import Interleaver
+from asgard.tuner.node import TunerNode
+from asgard.tuner.workload import Workload
 
 
 def main():

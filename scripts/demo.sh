@@ -7,4 +7,4 @@ bash scripts/setup.sh
 .venv/bin/asgard cassandra up
 export DAGSTER_HOME=${DAGSTER_HOME:-$(pwd)/dagster_home}
 mkdir -p "$DAGSTER_HOME"
-.venv/bin/python -m pipelines.run_demo "$@"
+.venv/bin/python -m asgard.pipelines.run_demo "$@"

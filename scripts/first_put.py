@@ -26,10 +26,10 @@ import uuid
 TRACE = r"""
 import json, os, sys, time
 import numpy as np
-from resources.stores import ObjectKey
+from asgard.resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
-import resources.stores.cassandra, resources.stores.redis, resources.stores.s3
+import asgard.resources.stores.cassandra, asgard.resources.stores.redis, asgard.resources.stores.s3
 from cassandra import connection as conn_mod, protocol
 
 t0 = time.perf_counter()
@@ -124,7 +124,7 @@ def main():
     args = ap.parse_args()
 
     from asgard_bench.io import _FIRST_PUT_PROBE
-    from resources.network import Deployment
+    from asgard.resources.network import Deployment
 
     deployment = Deployment("loopback")
     scope = f"bench-first-{uuid.uuid4().hex[:8]}"

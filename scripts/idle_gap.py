@@ -5,8 +5,8 @@ what a step that reads its input once pays for threads and CPUs that went idle.
 """
 import numpy as np, time, uuid, sys, statistics
 from asgard_bench.io import open_peer
-from resources.network import Deployment
-from resources.stores import ObjectKey
+from asgard.resources.network import Deployment
+from asgard.resources.stores import ObjectKey
 d = Deployment("loopback")
 size = int(float(sys.argv[1])*1024*1024)
 stores = {b: open_peer(b, **d.store_kwargs(b)) for b in sys.argv[2].split(",")}

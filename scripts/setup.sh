@@ -44,13 +44,13 @@ say "scylla-driver beside cassandra-driver (asgard bench drivers measures the st
 .venv/bin/python -c "from asgard_bench.drivers import install_driver; print(install_driver('scylla-driver'))"
 
 say "Cassandra jars (mvn, once)"
-.venv/bin/python -c "from resources.cassandra import install; print(install())"
+.venv/bin/python -c "from asgard.resources.cassandra import install; print(install())"
 # the AppCDS archive of a Cassandra start: built from the class list the first start on this
 # machine records (none yet on a fresh machine: that start then builds it in the background)
-.venv/bin/python -c "from resources.cassandra.install import build_cds_archive; print(build_cds_archive() or 'CDS archive: after the first start')"
+.venv/bin/python -c "from asgard.resources.cassandra.install import build_cds_archive; print(build_cds_archive() or 'CDS archive: after the first start')"
 
 say "MinIO (go install once, about 4 minutes the first time)"
-.venv/bin/python -c "from resources.minio import install_minio; print(install_minio(quiet=False))"
+.venv/bin/python -c "from asgard.resources.minio import install_minio; print(install_minio(quiet=False))"
 say "Toxiproxy (go install once, seconds): the delay and per-connection rate of the network profiles"
-.venv/bin/python -c "from resources.network.toxiproxy import install_toxiproxy; print(install_toxiproxy())"
+.venv/bin/python -c "from asgard.resources.network.toxiproxy import install_toxiproxy; print(install_toxiproxy())"
 say "set-up done"

@@ -92,7 +92,7 @@ def main() -> int:
     from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
     from dagster_graphql import DagsterGraphQLClient
 
-    from pipelines.jobs import SMALL, run_config
+    from asgard.pipelines.jobs import SMALL, run_config
 
     home = Path(tempfile.mkdtemp(prefix="asgard-walkthrough-"))
     # one run at a time: the submitted runs wait in the queue, where the sensor looks for them

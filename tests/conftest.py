@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from resources.cassandra import CassandraNode
+from asgard.resources.cassandra import CassandraNode
 
 TEST_KEYSPACE = "asgard_test"
 
@@ -18,7 +18,7 @@ TEST_KEYSPACE = "asgard_test"
 def _close_driver_sessions():
     """Drivers still reconnecting to nodes the tests stopped would fail noisily at exit."""
     yield
-    from resources.stores.cassandra import close_sessions
+    from asgard.resources.stores.cassandra import close_sessions
 
     close_sessions()
 
@@ -31,7 +31,7 @@ def cassandra_node() -> CassandraNode:
     # the suite's outputs carry the store's TTL (days) and add up to gigabytes per run: they go
     # with the suite (auto_snapshot is off, so the files go too), not a week later
     if node.is_running():
-        from resources.stores.cassandra import CassandraObjectStore
+        from asgard.resources.stores.cassandra import CassandraObjectStore
 
         CassandraObjectStore(keyspace=TEST_KEYSPACE).session.execute(
             f"DROP KEYSPACE IF EXISTS {TEST_KEYSPACE}", timeout=120)
@@ -48,14 +48,14 @@ def _running(server):
 
 @pytest.fixture(scope="session")
 def redis_server():
-    from resources.redis import RedisServer
+    from asgard.resources.redis import RedisServer
 
     yield from _running(RedisServer())  # 127.0.0.1:6380, the server `asgard redis up` runs
 
 
 @pytest.fixture(scope="session")
 def minio_server():
-    from resources.minio import MinioServer
+    from asgard.resources.minio import MinioServer
 
     yield from _running(MinioServer())  # 127.0.0.1:9000, the server `asgard minio up` runs
 
@@ -67,7 +67,7 @@ def all_servers(cassandra_node, redis_server, minio_server):
 
 @pytest.fixture
 def cassandra_store(cassandra_node):
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     return CassandraObjectStore(keyspace=TEST_KEYSPACE)
 

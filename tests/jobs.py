@@ -80,7 +80,7 @@ def nested_cassandra_env_job():
 def word_count_map_assets_job():
     from dagster import Definitions
 
-    from pipelines.assets import ASSETS, word_count_map_job
+    from asgard.pipelines.assets import ASSETS, word_count_map_job
     from tests.conftest import TEST_KEYSPACE
 
     defs = Definitions(assets=ASSETS, jobs=[word_count_map_job], executor=multiprocess_executor,

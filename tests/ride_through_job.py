@@ -25,8 +25,8 @@ def check(arr) -> int:
 
 @op
 def record(a: int, b: int) -> int:
-    from resources.stores import ObjectKey
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     if a != b or a != int(EXPECTED.sum()):
         raise AssertionError(f"sums differ: {a} {b}")

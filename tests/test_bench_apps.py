@@ -90,7 +90,7 @@ def test_tuned_config_file_forms(tmp_path):
     with pytest.raises(ValueError, match="yaml"):
         CassandraConfigFile.load(f)
     # a whole recommend file: the keyspace's durable_writes and the IO manager's client options too
-    from tuner.knobs import Configuration
+    from asgard.tuner.knobs import Configuration
 
     f.write_text(yaml.safe_dump(Configuration({"durable_writes": False, "client_chunk_kib": 256}).to_file_dict()))
     c = CassandraConfigFile.load(f)
@@ -185,11 +185,11 @@ def test_the_tuned_cells_run_with_the_files_keyspace_and_client_options(tmp_path
     """A file as ``asgard tune recommend --out`` writes it: the tuned cells run with its keyspace
     option and its client chunk size (the run's IO manager config), and the default cells and the
     node afterwards with neither."""
-    from tuner.knobs import Configuration
+    from asgard.tuner.knobs import Configuration
 
     from asgard_bench.apps import CassandraConfigurator
 
-    from pipelines.backends import io_manager_for
+    from asgard.pipelines.backends import io_manager_for
 
     store = io_manager_for("cassandra").store()
     store.ensure_schema()  # the keyspace, as the bench's runs make it

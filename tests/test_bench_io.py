@@ -47,7 +47,7 @@ def test_bench_io_s3_against_stock_s3_peer(minio_server):
     import numpy as np
 
     from asgard_bench.io import StockS3Peer, open_peer, run_io_bench
-    from resources.stores import ObjectKey
+    from asgard.resources.stores import ObjectKey
 
     client = minio_server.client()
 

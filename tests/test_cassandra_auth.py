@@ -5,8 +5,8 @@ import pytest
 from dagster import EnvVar, job, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
-from resources.cassandra import CassandraNode
-from resources.stores import ObjectKey, StoreUnavailableError
+from asgard.resources.cassandra import CassandraNode
+from asgard.resources.stores import ObjectKey, StoreUnavailableError
 
 
 @pytest.fixture(scope="module")

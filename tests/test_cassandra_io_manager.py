@@ -12,7 +12,7 @@ from dagster import (
 )
 
 from asgard_dagster import CassandraIOManager
-from resources.stores import ChecksumMismatchError, ObjectKey, ObjectMissingError, ObjectTooLargeError
+from asgard.resources.stores import ChecksumMismatchError, ObjectKey, ObjectMissingError, ObjectTooLargeError
 from tests.conftest import TEST_KEYSPACE
 
 MiB = 1024 * 1024
@@ -177,7 +177,7 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
     from cassandra.protocol import BatchMessage, ExecuteMessage
     from cassandra.query import BatchStatement
 
-    from resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores.cql_direct import DirectConnection
 
     store = io_manager.store()
     sent, direct = [], []
@@ -250,7 +250,7 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
 
 def direct_connections_may_open() -> None:
     """End the wait after a direct connection failed (a test before may have broken one)."""
-    from resources.stores import cassandra as cassandra_store
+    from asgard.resources.stores import cassandra as cassandra_store
 
     for slot in cassandra_store._direct_slots.values():
         slot.retry_at = 0.0
@@ -262,7 +262,7 @@ def test_a_direct_connection_that_breaks_falls_back_and_reopens(io_manager, run_
     session for DIRECT_RETRY_SECONDS, then a new direct connection opens."""
     import socket
 
-    from resources.stores import cassandra as cassandra_store
+    from asgard.resources.stores import cassandra as cassandra_store
 
     direct_connections_may_open()
     store = io_manager.store()
@@ -330,8 +330,8 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(io_manager, run_id):
 
 
 def test_table_of_the_previous_layout_gives_a_typed_error(cassandra_node):
-    from resources.stores import SchemaLayoutError
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores import SchemaLayoutError
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table="old_layout")
     session = store.session
@@ -424,7 +424,7 @@ def test_object_over_maximum_is_refused_and_previous_kept(cassandra_node, run_id
 
 
 def test_fan_out_fan_in_job_on_multiprocess_executor(cassandra_node, dagster_instance):
-    from pipelines.demo import fan_out_fan_in
+    from asgard.pipelines.demo import fan_out_fan_in
 
     run_config = {
         "ops": {"make_chunks": {"config": {"chunks": 3, "chunk_mib": 1}}},
@@ -518,7 +518,7 @@ def test_purge_sensor_purges_a_succeeded_run_and_its_parent(cassandra_node, dags
 def test_bad_keyspace_or_table_names_fail_the_step_with_a_typed_error(cassandra_node, field, value, message):
     from dagster import job, op
 
-    from resources.stores import StoreConfigError
+    from asgard.resources.stores import StoreConfigError
 
     @op
     def emit() -> int:
@@ -570,8 +570,8 @@ def record_early(self, *msgs, **kwargs):  # the pre-opened connection, before th
                  if type(m).__name__ in ("BatchMessage", "ExecuteMessage"))
     return answers
 connection.Connection.wait_for_responses = record_early
-from resources.stores import ObjectKey
-from resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.cassandra import CassandraObjectStore
 store = CassandraObjectStore(keyspace=sys.argv[1], **({"table": sys.argv[3]} if len(sys.argv) > 3 else {}))
 if os.environ.get("FIRST_GET"):  # a downstream step: its first request reads its input
     got, _ = store.get(ObjectKey.for_run(sys.argv[2], "first", "put"))
@@ -665,8 +665,8 @@ def count_clusters(self, *args, **kwargs):
     clusters.append(1)
     return cluster_init(self, *args, **kwargs)
 driver_cluster.Cluster.__init__ = count_clusters
-from resources.stores import ObjectKey
-from resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.cassandra import CassandraObjectStore
 store = CassandraObjectStore(keyspace=sys.argv[1])
 payloads = {i: os.urandom(10 * 1024 + i) for i in range(8)}
 barrier, errors = threading.Barrier(8), []
@@ -735,7 +735,7 @@ def test_a_first_put_into_a_missing_table_creates_it(cassandra_node, run_id):
     path, which creates the table, and the object reads back (the first get likewise)."""
     import uuid
 
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     stores = [CassandraObjectStore(keyspace=TEST_KEYSPACE, table=f"first_{uuid.uuid4().hex[:8]}") for _ in range(2)]
     key = ObjectKey.for_run(run_id, "first", "put")
@@ -759,7 +759,7 @@ def test_a_first_put_routes_by_its_head_partition(cassandra_store, run_id, monke
     of the head's partition (scope, path, '', 0), the key a prepared statement that binds all four
     gives (select_chunk); the index row alone, its scope's. The prepared head statements bind all
     four too, so later puts and gets are routed the same."""
-    import resources.stores.cassandra as module
+    import asgard.resources.stores.cassandra as module
 
     monkeypatch.setattr(module, "FIRST_REQUESTS", first)
     cassandra_store.ensure_schema()
@@ -799,7 +799,7 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
     then holds them (system.prepared_statements), and the object reads back."""
     import uuid
 
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     table = f"ids_{uuid.uuid4().hex[:8]}"
     setup = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
@@ -853,8 +853,8 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id,
     last one; the checksums are still checked there, and a chunk of an unexpected length is
     decoded the usual way and refused. On the store's direct connection (cql_direct) and on the
     driver's pool alike."""
-    from resources.stores.base import IN_PLACE
-    from resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores.base import IN_PLACE
+    from asgard.resources.stores.cql_direct import DirectConnection
 
     pipelines = []
     pipeline = DirectConnection.pipeline
@@ -906,7 +906,7 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id,
 def test_a_direct_chunk_read_that_fails_half_way_reads_the_rest_through_the_pool(io_manager, run_id, monkeypatch):
     """The direct connection fails after the first chunk of a read (as when the node closes it):
     the chunks it did not bring are read through the driver's pool, and the object is whole."""
-    from resources.stores.cql_direct import DirectConnection, DirectConnectionError
+    from asgard.resources.stores.cql_direct import DirectConnection, DirectConnectionError
 
     store = io_manager.store()
     arr = np.random.default_rng(11).random((7 * store.chunk_size // 2) // 8)  # 3.5 chunks
@@ -968,7 +968,7 @@ def test_reply_parser_finds_the_last_blob_and_never_guesses(cells):
     from hypothesis import given, settings
     from hypothesis import strategies as hst
 
-    from resources.stores.cassandra import _last_blob_prefix
+    from asgard.resources.stores.cassandra import _last_blob_prefix
 
     body = _rows_body(cells)
     prefix = len(body) - len(cells[-1])

@@ -7,7 +7,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from resources.cassandra import CassandraCluster
+from asgard.resources.cassandra import CassandraCluster
 
 MiB = 1024 * 1024
 
@@ -45,8 +45,8 @@ def test_requests_go_to_a_replica_of_their_partition(ring):
     coordinated by the instance that holds it."""
     import numpy as np
 
-    from resources.stores import ObjectKey
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_ring_route",
                                  consistency="ONE", chunk_size=256 * 1024)
@@ -74,9 +74,9 @@ def test_direct_requests_go_to_a_replica_of_their_head_partition(ring, monkeypat
     that holds the object's head, as the driver's token-aware routing would send them."""
     from cassandra.protocol import BatchMessage, ExecuteMessage
 
-    from resources.stores import ObjectKey
-    from resources.stores.cassandra import CassandraObjectStore
-    from resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql_direct import DirectConnection
 
     store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_ring_route",
                                  consistency="ONE")

@@ -14,11 +14,11 @@ import pytest
 from dagster import EnvVar, build_run_status_sensor_context, execute_job, job, op, reconstructable
 
 from asgard_dagster import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
-from resources.cassandra import CassandraNode
-from resources.cassandra.node import SUPERUSER
-from resources.cassandra.nodetool import NodetoolError, nodetool
-from resources.cassandra.tls import CertificateError, verify_node_certificate
-from resources.stores import ObjectKey, StoreConfigError, StoreUnavailableError
+from asgard.resources.cassandra import CassandraNode
+from asgard.resources.cassandra.node import SUPERUSER
+from asgard.resources.cassandra.nodetool import NodetoolError, nodetool
+from asgard.resources.cassandra.tls import CertificateError, verify_node_certificate
+from asgard.resources.stores import ObjectKey, StoreConfigError, StoreUnavailableError
 from tests.jobs import secure_job
 
 ADDRESS = "127.0.0.8"
@@ -88,8 +88,8 @@ def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
     from cassandra import AuthenticationFailed
     from cassandra.auth import PlainTextAuthProvider
 
-    from resources.stores import cassandra as cassandra_store
-    from resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores import cassandra as cassandra_store
+    from asgard.resources.stores.cql_direct import DirectConnection
 
     store = _io_manager().store()
     store.put(ObjectKey.for_run("direct-tls", "warm", "up"), 1)
@@ -153,7 +153,7 @@ def test_plain_client_is_refused_and_told_to_set_the_ca(env_credentials):
 
 
 def test_a_certificate_from_another_ca_is_refused(env_credentials, tmp_path):
-    from resources.cassandra.tls import ensure_node_certificate
+    from asgard.resources.cassandra.tls import ensure_node_certificate
 
     other = ensure_node_certificate(tmp_path / "other", ADDRESS)  # same address, another CA
     store = CassandraObjectStoreFor(ssl_ca_file=str(other.ca_cert), password=env_credentials.superuser_password())
@@ -164,7 +164,7 @@ def test_a_certificate_from_another_ca_is_refused(env_credentials, tmp_path):
 
 
 def CassandraObjectStoreFor(**kwargs):
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     return CassandraObjectStore(**{"contact_points": [ADDRESS], "keyspace": KEYSPACE, "username": SUPERUSER,
                                    "ride_through_seconds": 0, **kwargs})
@@ -212,7 +212,7 @@ def test_server_config_and_jmx_login(secure_node):
 def test_retune_job_reads_the_secure_node_through_the_io_managers_connection(env_credentials, dagster_instance,
                                                                             monkeypatch, tmp_path):
     from asgard_dagster.retune import make_retune_job
-    from pipelines.jobs import make_job
+    from asgard.pipelines.jobs import make_job
 
     # the job finds node 8 by its directory under ASGARD_HOME: point a scratch home at the fixture's
     home = tmp_path / "home"

@@ -13,16 +13,16 @@ import uuid
 import numpy as np
 import pytest
 
-from resources.stores import ObjectKey, ObjectMissingError
-from resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores import ObjectKey, ObjectMissingError
+from asgard.resources.stores.cassandra import CassandraObjectStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ELEMENTS = 2 * 1024 * 1024  # int32: 8 MiB, 32 chunks of 256 KiB
 
 WRITER = r"""
 import sys, numpy as np
-from resources.stores import ObjectKey
-from resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.cassandra import CassandraObjectStore
 keyspace, value = sys.argv[1], int(sys.argv[2])
 store = CassandraObjectStore(keyspace=keyspace, chunk_size=256 * 1024, ttl_seconds=3600, concurrency=4)
 store.ping()
@@ -94,8 +94,8 @@ def test_writers_killed_at_50_random_points_never_leave_a_torn_object(cassandra_
 
 FIRST_PUT = r"""
 import sys
-from resources.stores import ObjectKey
-from resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.cassandra import CassandraObjectStore
 keyspace, i = sys.argv[1], sys.argv[2]
 store = CassandraObjectStore(keyspace=keyspace)
 key = ObjectKey.for_run("first-use", "step", i)
@@ -127,7 +127,7 @@ def nearly_full_node(tmp_path_factory):
     a small max disk size, checked every 200 ms), with an application role that is not a
     superuser: the guardrail spares superusers, as it would an operator. The node's own tables
     took 1-4 MiB of that when it started (an 8 MiB limit was full before the first put once)."""
-    from resources.cassandra import CassandraNode
+    from asgard.resources.cassandra import CassandraNode
 
     node = CassandraNode(index=10, heap="1G", workdir=tmp_path_factory.mktemp("nearly-full"), authenticate=True,
                          system_properties={"cassandra.disk_usage.monitor_interval_ms": "200"})
@@ -140,7 +140,7 @@ def nearly_full_node(tmp_path_factory):
 
 
 def _with_pipeline_role(node):
-    from resources.stores import StoreUnavailableError
+    from asgard.resources.stores import StoreUnavailableError
 
     deadline = time.monotonic() + 60
     while True:  # the stock superuser is made a moment after CQL opens
@@ -164,7 +164,7 @@ def test_a_full_disk_fails_the_step_with_a_typed_error_and_keeps_what_was_stored
     from dagster import EnvVar, job, op
 
     from asgard_dagster import CassandraIOManager
-    from resources.stores import StoreFullError
+    from asgard.resources.stores import StoreFullError
 
     monkeypatch.setenv("ASGARD_TEST_PIPELINE_PASSWORD", "pipeline-secret")
     io_manager = CassandraIOManager(contact_points=["127.0.0.10"], keyspace="asgard_full", username="pipeline",

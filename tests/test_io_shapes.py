@@ -19,7 +19,7 @@ from dagster import (
 
 from asgard_dagster import CassandraIOManager, CassandraResource
 from asgard_dagster.io_manager import OutputForSeveralPartitionsError
-from resources.stores import ObjectKey, ObjectMissingError
+from asgard.resources.stores import ObjectKey, ObjectMissingError
 from tests.conftest import TEST_KEYSPACE
 
 pytestmark = pytest.mark.timeout(600)
@@ -229,8 +229,8 @@ def test_workspace_assets_word_count_map_side_multiprocess_then_reduce(cassandra
     (several upstream partitions into one) through ``materialize``."""
     from dagster import execute_job, reconstructable
 
-    from pipelines.assets import ASSETS, SPLITS, word_counts_rolling
-    from pipelines.word_count import reference_counts
+    from asgard.pipelines.assets import ASSETS, SPLITS, word_counts_rolling
+    from asgard.pipelines.word_count import reference_counts
     from tests.jobs import word_count_map_assets_job
 
     io_manager = CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))
@@ -243,7 +243,7 @@ def test_workspace_assets_word_count_map_side_multiprocess_then_reduce(cassandra
     store = io_manager.store()
     assert store.list_paths("asset/split_word_counts") == splits
     result = _materialize(ASSETS, io_manager, dagster_instance, selection=["word_counts"])
-    from pipelines.assets import CORPUS_SCALE
+    from asgard.pipelines.assets import CORPUS_SCALE
     assert result.asset_value("word_counts") == dict(reference_counts(CORPUS_SCALE))
     result = _materialize(ASSETS, io_manager, dagster_instance, selection=[word_counts_rolling], partition_key="split_3")
     assert result.asset_value("word_counts_rolling")["splits"] == ["split_1", "split_2", "split_3"]
@@ -256,7 +256,7 @@ def test_workspace_daily_assets_three_day_window(cassandra_node, dagster_instanc
     before it, each as stored by ``daily_sample``; on the first day, that day alone."""
     import numpy as np
 
-    from pipelines.assets import ASSETS, daily_sample, sample_3day
+    from asgard.pipelines.assets import ASSETS, daily_sample, sample_3day
 
     io_manager = CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))
     days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"]

@@ -17,7 +17,7 @@ from asgard_dagster import (
     CassandraIOManager, CassandraResource, ConnectionFieldsConflictError, RedisIOManager, RedisResource,
     S3IOManager, S3StoreResource, make_purge_on_success_sensor,
 )
-from resources.stores import ObjectKey
+from asgard.resources.stores import ObjectKey
 from tests.conftest import TEST_KEYSPACE
 from tests.jobs import nested_cassandra_env_job, nested_redis_env_job
 

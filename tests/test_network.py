@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from resources.network import Deployment, Link, NetworkProfile, NetworkProfileError, leftovers, load_profile
-from resources.stores import ObjectKey
-from resources.stores.registry import open_store
+from asgard.resources.network import Deployment, Link, NetworkProfile, NetworkProfileError, leftovers, load_profile
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.registry import open_store
 
 SMALL = 10 * 1024
 
@@ -127,8 +127,8 @@ def test_stores_behind_the_cloud_profile_round_trip(cloud, backend):
 
 @pytest.mark.parametrize("backend", ["cassandra", "redis", "s3"])
 def test_an_app_runs_on_the_multiprocess_executor_behind_the_cloud_profile(cloud, backend, dagster_instance):
-    from pipelines.jobs import SMALL as APP_SIZES
-    from pipelines.jobs import run_app
+    from asgard.pipelines.jobs import SMALL as APP_SIZES
+    from asgard.pipelines.jobs import run_app
 
     run = run_app("word_count", backend, instance=dagster_instance, network="cloud", **APP_SIZES["word_count"])
     assert run.success

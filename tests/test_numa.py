@@ -18,7 +18,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from resources.numa import (
+from asgard.resources.numa import (
     Binding,
     NumaBindingError,
     NumaPlanError,
@@ -29,7 +29,7 @@ from resources.numa import (
     parse_cpulist,
     plan_instances,
 )
-from resources.process import ManagedServer
+from asgard.resources.process import ManagedServer
 
 GiB_KB = 1024 * 1024
 
@@ -254,8 +254,8 @@ def test_a_binding_mismatch_stops_the_server_and_is_an_error(tmp_path):
 # --- a real ring: 2 Cassandra instances pinned to one CPU each ------------------------------------
 def test_two_cassandra_instances_pinned_one_cpu_each_are_verified(tmp_path, capsys):
     from asgard_dagster.cli import _print_status
-    from resources.cassandra import CassandraCluster
-    from resources.cassandra.nodetool import ring_status
+    from asgard.resources.cassandra import CassandraCluster
+    from asgard.resources.cassandra.nodetool import ring_status
 
     ring = CassandraCluster(nodes=2, first_index=14, heap="1G", cpus_per_instance=1, workdir=tmp_path)
     assert [p.binding.numactl_args()[1:] for p in ring.plan] == [

@@ -13,12 +13,12 @@ from dagster import ReexecutionOptions, execute_job, reconstructable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resources.stores import (
+from asgard.resources.stores import (
     ChecksumMismatchError, CorruptManifestError, Manifest, ObjectKey, StoreConfigError, StoreError,
     TamperedObjectError,
 )
-from resources.stores.cassandra import CassandraObjectStore
-from resources.stores.redis import RedisObjectStore
+from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.redis import RedisObjectStore
 from tests.conftest import TEST_KEYSPACE
 from tests.jobs import signed_job
 

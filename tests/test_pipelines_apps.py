@@ -1,7 +1,7 @@
 """The paper's three applications end to end as Dagster jobs, at small scale, on the
 multiprocess executor (reconstructed in each step's process) with a given IO manager.
 
-Each ``check_*`` helper takes a backend name (see :func:`pipelines.backends.io_manager_for`),
+Each ``check_*`` helper takes a backend name (see :func:`asgard.pipelines.backends.io_manager_for`),
 so the same checks can run on every backend.
 """
 import collections
@@ -9,8 +9,8 @@ import collections
 import numpy as np
 import pytest
 
-from pipelines import data, jobs, word_count
-from pipelines.backends import BACKENDS
+from asgard.pipelines import data, jobs, word_count
+from asgard.pipelines.backends import BACKENDS
 
 
 def run_small(app: str, backend: str, **overrides) -> tuple[jobs.AppRun, dict]:

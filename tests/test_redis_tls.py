@@ -8,10 +8,10 @@ import pytest
 from dagster import EnvVar, job, op
 
 from asgard_dagster import RedisIOManager
-from resources.cassandra.tls import verify_node_certificate
-from resources.redis import RedisServer
-from resources.stores import ObjectKey, StoreConfigError, StoreUnavailableError
-from resources.stores.redis import RedisObjectStore
+from asgard.resources.cassandra.tls import verify_node_certificate
+from asgard.resources.redis import RedisServer
+from asgard.resources.stores import ObjectKey, StoreConfigError, StoreUnavailableError
+from asgard.resources.stores.redis import RedisObjectStore
 from tests.test_stores_redis import free_port
 
 

@@ -12,7 +12,7 @@ from dagster import (
 
 from asgard_dagster.retune import make_retune_job
 from asgard_dagster.sensors import make_retune_schedule, make_upcoming_runs_sensor, upcoming_from_schedules
-from pipelines.jobs import make_job
+from asgard.pipelines.jobs import make_job
 
 
 def test_sensor_requests_a_retune_when_the_queued_mix_changes(dagster_instance):
@@ -109,7 +109,7 @@ def test_retune_job_plans_recommends_and_decides(dagster_instance, cassandra_nod
                                        and decision["new_ops_per_s"] > decision["current_ops_per_s"])
     # the decision starts from what the node runs, read back from it: the store made the
     # keyspace with durable_writes off, which stock Cassandra's default is not
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     ks = CassandraObjectStore(keyspace="asgard").session.execute(
         "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard'").one()
@@ -124,7 +124,7 @@ def test_retune_job_plans_recommends_and_decides(dagster_instance, cassandra_nod
 
 
 def test_retune_job_never_starts_a_node_that_is_down(dagster_instance):
-    from resources.cassandra import CassandraNode
+    from asgard.resources.cassandra import CassandraNode
 
     forest = make_job("lightgbm_forest", "cassandra")
     retune = make_retune_job([forest])
@@ -153,7 +153,7 @@ def test_run_config_cannot_choose_the_model_the_job_unpickles():
 def test_workspace_retune_job_plans_for_an_asset_job(dagster_instance, cassandra_node):
     """The workspace's retune job analyses the asset job ``word_count_map`` (resolved against the
     assets) as it does op jobs; a dry run."""
-    from pipelines.definitions import defs
+    from asgard.pipelines.definitions import defs
 
     retune = defs.resolve_job_def("asgard_retune_cassandra")
     config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": ["word_count_map"], "apply": False,
@@ -172,7 +172,7 @@ def test_workspace_retune_job_plans_for_an_asset_job(dagster_instance, cassandra
 @pytest.fixture(scope="module")
 def live_node():
     """127.0.0.18: this module's own instance, for changes applied for real (node1 serves the suite)."""
-    from resources.cassandra import CassandraNode
+    from asgard.resources.cassandra import CassandraNode
 
     node = CassandraNode(index=18, heap="2G")  # the heap the tuner's knob space was calibrated on
     node.wipe()

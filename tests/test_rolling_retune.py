@@ -19,13 +19,13 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, execute_job, 
 
 from asgard_dagster import CassandraResource
 from asgard_dagster.retune import make_retune_job
-from resources.cassandra import CassandraCluster
-from resources.stores import ObjectKey
-from resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.cassandra import CassandraCluster
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.cassandra import CassandraObjectStore
 from tests.rolling_app_job import (
     KEYSPACE_RF1, KEYSPACE_RF2, RING, expected_outputs, rolling_app_rf1, rolling_app_rf2,
 )
-from tuner.readback import read_member_configurations
+from asgard.tuner.readback import read_member_configurations
 
 # five configurations in a row; each changes at least one restart-only knob (memtable flush
 # writers, chunk cache, commit log segment) of the one before, beside live and table knobs
@@ -275,9 +275,9 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
 def test_a_ring_member_is_rebuilt_as_it_was_launched(tmp_path):
     """The retune job restarts members another process started: rebuilt from the launch record,
     a member renders the same cassandra.yaml (token, seed, heap), not a standalone node's."""
-    from resources.cassandra import CassandraNode
-    from resources.process import ServerError
-    from tuner.node import TunerNode
+    from asgard.resources.cassandra import CassandraNode
+    from asgard.resources.process import ServerError
+    from asgard.tuner.node import TunerNode
 
     started = CassandraCluster(nodes=2, first_index=16, heap="1G", workdir=tmp_path)
     for node in started.nodes:
@@ -295,7 +295,7 @@ def test_a_ring_member_is_rebuilt_as_it_was_launched(tmp_path):
 
 
 def test_the_next_member_waits_for_hints_to_the_others_only(tmp_path):
-    from resources.cassandra.cluster import HintsPendingError
+    from asgard.resources.cassandra.cluster import HintsPendingError
 
     ring = CassandraCluster(nodes=2, first_index=16, heap="1G", workdir=tmp_path)
     first, second = ring.nodes
@@ -317,7 +317,7 @@ def test_the_next_member_waits_for_hints_to_the_others_only(tmp_path):
 def test_quorum_falls_to_one_replica_only_when_a_replica_is_known_down():
     from cassandra import ConsistencyLevel as CL
 
-    from resources.stores.cassandra import ride_through_retry_policy
+    from asgard.resources.stores.cassandra import ride_through_retry_policy
 
     policy = ride_through_retry_policy()
     assert policy.on_unavailable(None, CL.LOCAL_QUORUM, 2, 1, 0) == (policy.RETRY, CL.LOCAL_ONE)

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from resources.stores import (
+from asgard.resources.stores import (
     ObjectKey, ObjectMissingError, ObjectTooLargeError, SerializationError, StoreConfigError,
 )
-from resources.stores.base import iter_chunks
-from resources.stores.local import LocalObjectStore
-from resources.stores.serde import PickleSerializer
+from asgard.resources.stores.base import iter_chunks
+from asgard.resources.stores.local import LocalObjectStore
+from asgard.resources.stores.serde import PickleSerializer
 
 
 def test_iter_chunks_cuts_across_frame_seams():
@@ -84,7 +84,7 @@ def test_inline_threshold_and_superseded_versions(tmp_path):
 
 
 def test_damaged_manifest_record_is_a_typed_error(tmp_path):
-    from resources.stores import CorruptManifestError
+    from asgard.resources.stores import CorruptManifestError
 
     store = LocalObjectStore(tmp_path)
     key = ObjectKey.for_run("r1", "step", "out")

@@ -16,12 +16,12 @@ import pytest
 from dagster import build_input_context, build_output_context, job, op
 
 from asgard_dagster.redis import RedisIOManager, RedisResource
-from resources.redis import RedisServer
-from resources.stores import (
+from asgard.resources.redis import RedisServer
+from asgard.resources.stores import (
     ChecksumMismatchError, ObjectKey, ObjectMissingError, StoreFullError, StoreUnavailableError,
 )
-from resources.stores.base import MiB
-from resources.stores.redis import RedisObjectStore
+from asgard.resources.stores.base import MiB
+from asgard.resources.stores.redis import RedisObjectStore
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -186,7 +186,7 @@ def test_small_object_is_one_round_trip_each_way(redis_server, make_store, prefi
 
 # --- overwrite, delete and purge -----------------------------------------------------------
 def test_overwrite_leaves_no_old_chunks(redis_server, make_store, prefix):
-    from resources.stores.redis import _background
+    from asgard.resources.stores.redis import _background
 
     store = make_store(chunk_size=1 * MiB)
     key = ObjectKey.for_run("run-1", "s", "o")
@@ -333,7 +333,7 @@ def test_requirepass_from_environment(tmp_path, monkeypatch):
 
 def test_a_server_refuses_to_start_where_another_one_answers(tmp_path):
     """A leftover server on the address would otherwise be taken for the one just started."""
-    from resources.process import ServerError
+    from asgard.resources.process import ServerError
 
     port = free_port()
     first = RedisServer(port=port, workdir=tmp_path / "first")

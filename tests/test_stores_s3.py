@@ -17,16 +17,16 @@ import pytest
 from dagster import build_input_context, build_output_context, job, op
 
 from asgard_dagster.s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
-from resources.minio import MINIO_VERSION, MinioServer, install_minio, minio_binary_path
-from resources.stores import (
+from asgard.resources.minio import MINIO_VERSION, MinioServer, install_minio, minio_binary_path
+from asgard.resources.stores import (
     ChecksumMismatchError,
     ObjectKey,
     ObjectMissingError,
     StoreConfigError,
     StoreUnavailableError,
 )
-from resources.stores.base import MiB
-from resources.stores.s3 import S3ObjectStore
+from asgard.resources.stores.base import MiB
+from asgard.resources.stores.s3 import S3ObjectStore
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -9,8 +9,8 @@ import pytest
 from dagster import execute_job, reconstructable
 
 from asgard_dagster import Stream
-from resources.stores import ChecksumMismatchError, ObjectKey, ObjectMissingError
-from resources.stores.registry import open_store
+from asgard.resources.stores import ChecksumMismatchError, ObjectKey, ObjectMissingError
+from asgard.resources.stores.registry import open_store
 from tests.stream_job import _pieces, stream_job
 
 pytestmark = pytest.mark.timeout(900)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from asgard_dagster.topology import analyze_job, analyze_with_history
-from pipelines.jobs import make_job
+from asgard.pipelines.jobs import make_job
 from tests.conftest import TEST_KEYSPACE
 
 
@@ -28,7 +28,7 @@ def test_lightgbm_forest_broadcasts_the_pca_output():
 
 
 def test_history_gives_degrees_and_sizes(cassandra_node, dagster_instance):
-    from pipelines.demo import fan_out_fan_in
+    from asgard.pipelines.demo import fan_out_fan_in
 
     config = {"ops": {"make_chunks": {"config": {"chunks": 3, "chunk_mib": 1}}},
               "resources": {"io_manager": {"config": {"keyspace": TEST_KEYSPACE}}}}
@@ -121,7 +121,7 @@ def test_asset_jobs_read_partitions_other_runs_wrote(cassandra_node, dagster_ins
     import dagster as dg
 
     from asgard_dagster import CassandraIOManager, CassandraResource
-    from pipelines.assets import ASSETS, demo_chunk
+    from asgard.pipelines.assets import ASSETS, demo_chunk
 
     jobs = [dg.define_asset_job(name, selection=[name])
             for name in ("word_counts", "word_counts_rolling", "sample_3day", "demo_summary")]

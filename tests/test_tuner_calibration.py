@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from tuner.calibrate import PlannedConfig, calibrate, read_rows
-from tuner.knobs import Configuration, apply
-from tuner.node import TunerNode
-from tuner.workload import Workload, run_workload
-from resources.stores import ObjectKey
+from asgard.tuner.calibrate import PlannedConfig, calibrate, read_rows
+from asgard.tuner.knobs import Configuration, apply
+from asgard.tuner.node import TunerNode
+from asgard.tuner.workload import Workload, run_workload
+from asgard.resources.stores import ObjectKey
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +26,7 @@ def tuner_node(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tuner_store(tuner_node):
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=[tuner_node.address], keyspace="asgard_tuner_test")
     store.ping()
@@ -87,7 +87,7 @@ def test_apply_on_a_fresh_node_creates_the_schema_it_alters(tuner_node):
     command died with InvalidRequest. The store's schema is made before it is altered."""
     import uuid
 
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     keyspace = f"asgard_fresh_{uuid.uuid4().hex[:8]}"
     store = CassandraObjectStore(contact_points=[tuner_node.address], keyspace=keyspace)
@@ -131,8 +131,8 @@ def test_apply_reaches_keyspace_table_node_and_client(tuner_node, tuner_store):
         "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard_tuner_test'").one()
     assert ks.durable_writes is False and tuner_node.pid() == pid  # all live, no restart
     # read back from the node, the configuration in force is the one applied
-    from tuner.knobs import CLIENT, KNOBS
-    from tuner.readback import read_configuration
+    from asgard.tuner.knobs import CLIENT, KNOBS
+    from asgard.tuner.readback import read_configuration
 
     in_force, unreadable = read_configuration(tuner_store.session, "asgard_tuner_test")
     assert not unreadable
@@ -159,9 +159,9 @@ def test_apply_reaches_keyspace_table_node_and_client(tuner_node, tuner_store):
 def test_validate_measures_tuned_against_default_per_pattern(tuner_node, tuner_store):
     """`asgard tune validate` in miniature: the shipped surrogate's pick for two DAG patterns,
     each measured against the default in ABBA pairs, with the noise floor beside it."""
-    from tuner.dataset import DEFAULT_MODEL
-    from tuner.measure import geomean
-    from tuner.validate import validate
+    from asgard.tuner.dataset import DEFAULT_MODEL
+    from asgard.tuner.measure import geomean
+    from asgard.tuner.validate import validate
 
     wls = [Workload.from_dag("scatter", 4, 256, compressibility=0.0), Workload.from_dag("shuffle", 2, 16)]
     result = validate(wls, str(DEFAULT_MODEL), tuner_node, tuner_store, pairs=2, duration_s=0.4,

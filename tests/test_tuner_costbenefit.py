@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.costbenefit import needs_restart, should_reconfigure
-from tuner.knobs import Configuration
+from asgard.tuner.costbenefit import needs_restart, should_reconfigure
+from asgard.tuner.knobs import Configuration
 
 
 def test_long_lookahead_pays_for_a_restart():
@@ -48,10 +48,10 @@ def test_a_gain_within_the_surrogates_error_does_not_pay():
 
 
 def test_decide_discounts_by_the_models_heldout_error():
-    from tuner.costbenefit import decide
-    from tuner.dataset import DEFAULT_MODEL
-    from tuner.surrogates import Surrogate
-    from tuner.workload import Workload
+    from asgard.tuner.costbenefit import decide
+    from asgard.tuner.dataset import DEFAULT_MODEL
+    from asgard.tuner.surrogates import Surrogate
+    from asgard.tuner.workload import Workload
 
     model = Surrogate.load(DEFAULT_MODEL)
     workload = Workload(read_ratio=0.5, object_kib=16)

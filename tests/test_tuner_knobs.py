@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from tuner.calibrate import CALIBRATED, count_restarts, plan
-from tuner.knobs import (
+from asgard.tuner.calibrate import CALIBRATED, count_restarts, plan
+from asgard.tuner.knobs import (
     KNOBS, LIVE, RESTART, TABLE, Configuration, KnobChoiceError, KnobConstraintError, KnobError,
     KnobRangeError, KnobTypeError, UnknownKnobError, grid, random_configuration, validate,
 )
@@ -127,8 +127,8 @@ def test_ephemeral_data_knobs_render_where_cassandra_reads_them():
 
 
 def test_client_options_apply_to_a_live_store_and_old_objects_still_read(tmp_path):
-    from resources.stores import ObjectKey, StoreConfigError
-    from resources.stores.local import LocalObjectStore
+    from asgard.resources.stores import ObjectKey, StoreConfigError
+    from asgard.resources.stores.local import LocalObjectStore
 
     store = LocalObjectStore(root=str(tmp_path), chunk_size=1 << 20)
     key = ObjectKey("run", "before")
@@ -146,7 +146,7 @@ def test_client_options_apply_to_a_live_store_and_old_objects_still_read(tmp_pat
 
 
 def test_memtable_is_a_live_table_knob_rendered_as_a_string_option(tmp_path):
-    from resources.cassandra.config import base_config
+    from asgard.resources.cassandra.config import base_config
 
     kb = KNOBS["memtable"]
     assert kb.apply == TABLE and kb.default == "default" and kb.choices == ("default", "skiplist", "trie")
@@ -164,10 +164,10 @@ def test_memtable_is_a_live_table_knob_rendered_as_a_string_option(tmp_path):
     configurations = base_config(tmp_path, "127.0.0.9", ["127.0.0.9"])["memtable"]["configurations"]
     assert set(kb.choices) <= set(configurations) and configurations["trie"] == {"class_name": "TrieMemtable"}
     # the shipped model's feature space (calibrated knobs only) still scores such configurations
-    from tuner.calibrate import config_id, read_rows
-    from tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL
-    from tuner.surrogates import Surrogate
-    from tuner.workload import Workload
+    from asgard.tuner.calibrate import config_id, read_rows
+    from asgard.tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL
+    from asgard.tuner.surrogates import Surrogate
+    from asgard.tuner.workload import Workload
 
     model = Surrogate.load(DEFAULT_MODEL)
     p = model.predict(model.space.matrix(Workload(0.5, 16), [Configuration(), trie]))

@@ -8,16 +8,16 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tuner.anova import knee, rank
-from tuner.calibrate import read_rows
-from tuner.cli import tune
-from tuner.costbenefit import decide
-from tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING, Dataset
-from tuner.evaluate import evaluate
-from tuner.knobs import KNOBS, Configuration
-from tuner.search import compare, load_config_file, search
-from tuner.surrogates import LightGBMSurrogate, MLPEnsemble, Surrogate, pick_best
-from tuner.workload import Workload
+from asgard.tuner.anova import knee, rank
+from asgard.tuner.calibrate import read_rows
+from asgard.tuner.cli import tune
+from asgard.tuner.costbenefit import decide
+from asgard.tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING, Dataset
+from asgard.tuner.evaluate import evaluate
+from asgard.tuner.knobs import KNOBS, Configuration
+from asgard.tuner.search import compare, load_config_file, search
+from asgard.tuner.surrogates import LightGBMSurrogate, MLPEnsemble, Surrogate, pick_best
+from asgard.tuner.workload import Workload
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ class _KnownEffects:
     heldout_error_pct = 5.0
 
     def __init__(self):
-        from tuner.dataset import FeatureSpace
+        from asgard.tuner.dataset import FeatureSpace
 
         self.space = FeatureSpace(knobs=("durable_writes", "memtable_heap_space_mib", "concurrent_reads"))
         self.calls = 0
@@ -149,7 +149,7 @@ def test_an_effect_that_needs_both_knobs_moved_makes_both_key():
     """Chunk size alone does nothing; without the commit log, 2 MiB chunks add 20%: the
     interaction is significant and client_chunk_kib becomes a key knob. Two knobs that only add
     up show no interaction."""
-    from tuner.anova import interaction
+    from asgard.tuner.anova import interaction
 
     together = _crossed_rows(lambda d, c: (1.0 if d else 1.25) * (1.2 if (not d and c >= 2048) else 1.0))
     result = rank(together)
@@ -201,7 +201,7 @@ def test_cli_recommend_writes_a_config_the_node_accepts(tmp_path):
 
     io = CassandraIOManager(**file_doc["io_manager"])  # the client side, as IO manager fields
     assert io.concurrency == cfg["client_in_flight"] and io.chunk_size_bytes == cfg["client_chunk_kib"] * 1024
-    from tuner.node import TunerNode
+    from asgard.tuner.node import TunerNode
 
     node = TunerNode(index=5, workdir=tmp_path / "n")
     node.set_overrides(file_doc["yaml_overrides"], replace=True)
@@ -218,7 +218,7 @@ def test_cli_recommend_writes_a_config_the_node_accepts(tmp_path):
 
 
 def test_the_replicate_run_measured_the_same_plan_and_its_pairs_are_pooled(ds):
-    from tuner.dataset import REPLICATE_DATASET, default_datasets, pool_replicates
+    from asgard.tuner.dataset import REPLICATE_DATASET, default_datasets, pool_replicates
 
     assert default_datasets() == [DEFAULT_DATASET, REPLICATE_DATASET]
     first, second = read_rows(DEFAULT_DATASET), read_rows(REPLICATE_DATASET)
@@ -236,7 +236,7 @@ def test_the_replicate_run_measured_the_same_plan_and_its_pairs_are_pooled(ds):
 
 
 def test_the_seen_levels_holdout_never_asks_for_a_knob_level_training_lacks(ds):
-    from tuner.evaluate import seen_levels_split
+    from asgard.tuner.evaluate import seen_levels_split
 
     # the levels only one configuration has (one-at-a-time extremes no random configuration reached)
     having: dict[tuple, set] = {}

@@ -234,7 +234,7 @@ def launch_and_wait(driver, dev, timeout: float = 600) -> str:
 
 def test_code_location_loads(dagster_dev, browser):
     text = open_page(browser, dagster_dev, "/locations", LOCATION, "Loaded", timeout=240)
-    assert "pipelines.definitions" in text
+    assert "asgard.pipelines.definitions" in text
     assert not any(s in text for s in ("Failed", "Error")), text
     shot(browser, "locations")
 

@@ -18,7 +18,7 @@ def test_definitions_validate_passes():
 
 def test_definitions_hold_the_apps_on_cassandra_and_the_purge_sensor():
     from asgard_dagster import CassandraIOManager
-    from pipelines.definitions import defs
+    from asgard.pipelines.definitions import defs
 
     names = {job.name for job in defs.resolve_all_job_defs()}
     assert {"video_analytics__cassandra", "lightgbm_forest__cassandra", "word_count__cassandra",

@@ -2,7 +2,7 @@
 
 A row of the dataset is one (configuration, workload): the geometric mean over ``pairs`` ABBA
 pairs of candidate/default throughput, its confidence interval, and the server-CPU-per-GB
-ratio (see :mod:`tuner.measure`). The surrogate learns that ratio, so the machine's drift
+ratio (see :mod:`asgard.tuner.measure`). The surrogate learns that ratio, so the machine's drift
 over a long calibration (a shared 2-core box) never enters the target.
 
 Configurations (:func:`plan`):
@@ -256,7 +256,7 @@ def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_
                     workloads: Sequence[Workload] | None = None, keyspace: str = "asgard_tuner",
                     stop_after: bool = True, progress: bool = True) -> dict[str, Any]:
     """Start the tuner's own node (127.0.0.<index>), calibrate into ``out``, stop the node."""
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     from .node import TunerNode
 

@@ -38,7 +38,7 @@ def tune() -> None:
 @click.option("--random", "n_random", default=14, show_default=True, help="random configurations (no-restart knobs)")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--workloads", "workload_spec", default=None,
-              help="pattern:fanout:KiB:compressibility,... (default: the DAG grid of tuner.workload.DAG_WORKLOADS)")
+              help="pattern:fanout:KiB:compressibility,... (default: the DAG grid of asgard.tuner.workload.DAG_WORKLOADS)")
 @click.option("--keep-running", is_flag=True, help="leave the node up afterwards")
 def calibrate(out, index, heap, duration, pairs, n_random, seed, workload_spec, keep_running):
     """Measure every planned configuration against the default, paired (resumable)."""
@@ -225,7 +225,7 @@ def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, 
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 def validate(index, workload_spec, pairs, duration, noise, model_path, keyspace, out, as_json):
     """Measure the tuned configuration against the default on the real node, per DAG pattern."""
-    from resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cassandra import CassandraObjectStore
 
     from .node import TunerNode
     from .validate import VALIDATION_WORKLOADS, validate as do_validate

@@ -98,7 +98,7 @@ def needs_restart(old: Configuration, new: Configuration) -> bool:
 def decide(model: Any, workload: Any, current: Configuration, new: Configuration, lookahead_s: float,
            restart_seconds: float, **kw: Any) -> Decision:
     """:func:`should_reconfigure` with throughputs predicted by a surrogate, discounted by its
-    held-out error (``model.heldout_error_pct``, set by :func:`tuner.surrogates.pick_best`)."""
+    held-out error (``model.heldout_error_pct``, set by :func:`asgard.tuner.surrogates.pick_best`)."""
     cur, nxt = model.predict(model.space.matrix(workload, [current, new]))
     kw.setdefault("uncertainty", min(float(getattr(model, "heldout_error_pct", 0.0) or 0.0) / 100.0, 0.99))
     # the surrogate predicts throughput relative to the stock default: benefit and cost come

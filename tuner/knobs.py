@@ -8,7 +8,7 @@ Three ways a knob reaches a running node:
 * ``table``    -- ``ALTER TABLE <ks>.objects WITH ...`` (compaction strategy and its options,
   compression and chunk length, memtable implementation); schema changes are persistent and
   need no restart. ``memtable`` names one of the configurations that
-  ``resources.cassandra.config.base_config`` defines in ``cassandra.yaml``
+  ``asgard.resources.cassandra.config.base_config`` defines in ``cassandra.yaml``
   (``skiplist``, ``trie``, ``default`` = skiplist).
 * ``keyspace`` -- ``ALTER KEYSPACE <ks> WITH durable_writes = ...``: live, persistent.
 * ``restart``  -- ``cassandra.yaml`` only (``file_cache_size``, memtable space, flush writers,
@@ -539,7 +539,7 @@ def wait_store_ready(store: Any, timeout: float = 60.0) -> None:
     """After a restart the driver reconnects on its own schedule: poll until a read works, and
     the store's ``ping`` (its driver session: the schema changes after a restart go there; a
     get may come back sooner, on a connection of the store's own)."""
-    from resources.stores.base import ObjectKey
+    from asgard.resources.stores.base import ObjectKey
 
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -559,7 +559,7 @@ def wait_store_ready(store: Any, timeout: float = 60.0) -> None:
 def apply(node: Any, store: Any, config: Configuration, previous: Configuration | None = None,
           force_restart: bool = False, rolling: bool = True, hints_timeout: float = 120.0) -> ApplyResult:
     """Bring ``node`` (a running :class:`CassandraNode`, or a ring: a
-    :class:`~resources.cassandra.cluster.CassandraCluster` of running members) and ``store``'s
+    :class:`~asgard.resources.cassandra.cluster.CassandraCluster` of running members) and ``store``'s
     table to ``config``.
 
     Live knobs go through nodetool (on a ring, to every member at once), table and keyspace knobs

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from resources.cassandra.config import base_config, render_config
-from resources.cassandra.node import CassandraNode
+from asgard.resources.cassandra.config import base_config, render_config
+from asgard.resources.cassandra.node import CassandraNode
 
 DEFAULT_INDEX = 5
 

@@ -3,7 +3,7 @@
 For each workload: search the surrogate over the key knobs (NSGA-II) for the configuration of
 highest predicted ratio over the stock default, keeping the default when the predicted gain is
 within the surrogate's held-out error (a pick the model cannot tell from noise is no pick).
-Then measure tuned against default as ``pairs`` ABBA pairs (:mod:`tuner.measure`): the gain is
+Then measure tuned against default as ``pairs`` ABBA pairs (:mod:`asgard.tuner.measure`): the gain is
 the geometric mean ratio, with its confidence interval. ``noise=True`` also measures the
 default against itself the same way: the noise floor beside each gain.
 """

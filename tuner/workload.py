@@ -2,7 +2,7 @@
 
 A :class:`Workload` is what the tuner conditions on: read ratio (RR), object-size distribution,
 fan-out degree, client concurrency and key reuse distance (KRD). The generator turns it into
-DAG-shaped traffic against any :class:`resources.stores.base.ObjectStore` (the Cassandra one in
+DAG-shaped traffic against any :class:`asgard.resources.stores.base.ObjectStore` (the Cassandra one in
 calibration), one *round* per DAG run, each round in its own scope (the purge unit)::
 
     scatter(k)     one op writes k objects, k readers read one each          RR = 0.5
@@ -175,7 +175,7 @@ def _plan_round(w: Workload, carry: list[float]) -> list[tuple[str, list]]:
 def run_workload(store: Any, w: Workload, duration_s: float = 3.0, max_ops: int = 100_000,
                  warmup_s: float = 0.5, seed: int = 0, scope_prefix: str = "tuner") -> Measurement:
     """Drive ``store`` with ``w`` for a bounded time; returns ops/s, MB/s and latency percentiles."""
-    from resources.stores.base import ObjectKey
+    from asgard.resources.stores.base import ObjectKey
 
     rng = random.Random(seed)
     payloads = _Payloads(w, seed)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from resources.paths import asgard_home
-from resources.stores.local import LocalObjectStore
+from asgard.resources.paths import asgard_home
+from asgard.resources.stores.local import LocalObjectStore
 
 from ..io_manager import StoreIOManager
 

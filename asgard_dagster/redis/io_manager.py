@@ -15,7 +15,7 @@ class RedisIOManager(with_flat_connection_fields(RedisResource, "redis")):
     are listed in a per-run index SET, so ``purge_run`` deletes exactly that run's keys.
 
     Key layout: ``<key_prefix>:run/<run_id>:<step_key>/<output>:<version>:<i>`` for chunks and
-    ``...:<step_key>/<output>:manifest`` for the manifest (see :mod:`resources.stores.redis`).
+    ``...:<step_key>/<output>:manifest`` for the manifest (see :mod:`asgard.resources.stores.redis`).
 
     The connection is a nested :class:`~asgard_dagster.redis.RedisResource` (``redis=``); the IO
     manager's own fields are how outputs are stored (TTL, codec, chunk size, signing key, ...).

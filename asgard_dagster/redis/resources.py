@@ -6,7 +6,7 @@ from typing import Optional
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from resources.stores.redis import RedisObjectStore
+from asgard.resources.stores.redis import RedisObjectStore
 
 from ..io_manager import resolved
 

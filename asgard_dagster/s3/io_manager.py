@@ -7,7 +7,7 @@ from typing import Optional
 
 from pydantic import Field
 
-from resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials
+from asgard.resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials
 
 from ..connection import with_flat_connection_fields
 from .resources import S3StoreResource
@@ -18,7 +18,7 @@ class S3IOManager(with_flat_connection_fields(S3StoreResource, "s3")):
     pool of threads, committed by ``manifest.json`` written last (a single PUT is atomic).
 
     Object layout: ``<prefix>/run/<run_id>/<step_key>/<output>/<version>/<i>`` and
-    ``<prefix>/run/<run_id>/<step_key>/<output>/manifest.json`` (see :mod:`resources.stores.s3`).
+    ``<prefix>/run/<run_id>/<step_key>/<output>/manifest.json`` (see :mod:`asgard.resources.stores.s3`).
     ``purge_run`` lists ``<prefix>/run/<run_id>/`` and deletes it 1000 objects per request.
     S3 has no per-object TTL: ``ttl_seconds`` is enforced on read (an expired output reads as
     missing); in production also give the bucket a lifecycle rule expiring ``<prefix>/``.

@@ -1,7 +1,7 @@
 """``S3StoreResource``: S3 (a local MinIO by default) as an Asgard object store.
 
 Named so as not to be confused with dagster-aws's ``S3Resource`` (a plain boto3 client
-factory): this one hands out :class:`~resources.stores.s3.S3ObjectStore` s.
+factory): this one hands out :class:`~asgard.resources.stores.s3.S3ObjectStore` s.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Optional
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from resources.stores.s3 import LOCAL_ENDPOINT, S3ObjectStore
+from asgard.resources.stores.s3 import LOCAL_ENDPOINT, S3ObjectStore
 
 from ..io_manager import resolved
 

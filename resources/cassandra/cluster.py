@@ -1,10 +1,10 @@
 """Several Cassandra instances on one machine as one ring (instance i on 127.0.0.i).
 
-The members follow a NUMA plan (:func:`resources.numa.plan_instances`): on a multi-node server
+The members follow a NUMA plan (:func:`asgard.resources.numa.plan_instances`): on a multi-node server
 each instance is pinned to one node (seed 002), and its heap and memtable space are sized from
 that node's memory; on a one-node machine they share it unpinned unless asked to pin each to
 CPUs of its own (``cpus_per_instance`` / ``cpu_sets``, numactl ``--physcpubind``). Every pinned
-launch is checked in /proc (:meth:`resources.process.ManagedServer.start`). The first instance is
+launch is checked in /proc (:meth:`asgard.resources.process.ManagedServer.start`). The first instance is
 the seed of every member.
 """
 from __future__ import annotations

@@ -219,7 +219,7 @@ def cds_classlist(version: str = CASSANDRA_VERSION) -> Path:
 def build_cds_archive(version: str = CASSANDRA_VERSION) -> Path | None:
     """The install step's AppCDS archive (``java -Xshare:dump``, about 9 s of CPU once), from the
     class list that the first start of an instance on this machine recorded; None while there is
-    no class list yet (:class:`~resources.cassandra.node.CassandraNode` records one and then runs
+    no class list yet (:class:`~asgard.resources.cassandra.node.CassandraNode` records one and then runs
     this in the background; ``scripts/setup.sh`` runs it too)."""
     from .jvm import JVM17_FLAGS
 

@@ -125,7 +125,7 @@ class CassandraNode(ManagedServer):
         self.index, self.nodes, self.version = index, nodes, version
         # extra -D flags for the JVM, e.g. a monitor's interval in a test
         self.system_properties = dict(system_properties or {})
-        # its slot of a NUMA plan (resources.numa.plan_instances): binding, heap, memtable space
+        # its slot of a NUMA plan (asgard.resources.numa.plan_instances): binding, heap, memtable space
         self.placement = placement
         if placement is not None:
             if numa_node is not None:
@@ -135,7 +135,7 @@ class CassandraNode(ManagedServer):
             self.heap = placement.heap
         else:
             self.heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
-        # another address than 127.0.0.index: a node in a network namespace (resources.network)
+        # another address than 127.0.0.index: a node in a network namespace (asgard.resources.network)
         self.address = address or f"127.0.0.{index}"
         self.native_port = native_port
         self.jmx_port = JMX_BASE_PORT + index - 1
@@ -215,7 +215,7 @@ class CassandraNode(ManagedServer):
             return password
 
     def client_options(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`~resources.stores.cassandra.CassandraObjectStore` that reach
+        """Keyword arguments of :class:`~asgard.resources.stores.cassandra.CassandraObjectStore` that reach
         this node: its address and port and, for a secure node, its CA and superuser."""
         options: dict[str, Any] = {"contact_points": [self.address], "port": self.native_port}
         if self.secure:
@@ -402,7 +402,7 @@ class CassandraNode(ManagedServer):
         a restart from another process (the retune job) keeps its ring, token, heap and pinning.
 
         An instance started before launch records existed is taken as a standalone node (what
-        ``CassandraNode(index)`` is); :class:`~resources.cassandra.cluster.RingMemberError` is raised
+        ``CassandraNode(index)`` is); :class:`~asgard.resources.cassandra.cluster.RingMemberError` is raised
         by the ring discovery when such an instance is one of several members."""
         import json
 
@@ -518,7 +518,7 @@ class CassandraNode(ManagedServer):
         root = Path(__file__).resolve().parents[2]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
         with open(classlist.parent / "build.log", "ab") as log:
-            subprocess.Popen([sys.executable, "-c", "import sys; from resources.cassandra.install import "
+            subprocess.Popen([sys.executable, "-c", "import sys; from asgard.resources.cassandra.install import "
                               "build_cds_archive; print(build_cds_archive(sys.argv[1]))", self.version],
                              cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)

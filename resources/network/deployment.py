@@ -98,7 +98,7 @@ class Deployment:
         return self.namespace(kind).address if self._linked(kind) else "127.0.0.1"
 
     def store_kwargs(self, backend: str) -> dict[str, Any]:
-        """Keyword arguments of :func:`resources.stores.registry.open_store` (and of the IO
+        """Keyword arguments of :func:`asgard.resources.stores.registry.open_store` (and of the IO
         manager of ``backend``) that reach the store through its link."""
         kind = "s3" if backend == "s3_stock" else backend
         if kind not in LINKED_BACKENDS:

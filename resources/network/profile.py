@@ -106,7 +106,7 @@ def subnet() -> ipaddress.IPv4Network:
 
 def is_project_host(host: str | None) -> bool:
     """True for an address of a server this project runs on this machine: loopback, or a
-    namespace of :mod:`resources.network` (the local credentials apply to both)."""
+    namespace of :mod:`asgard.resources.network` (the local credentials apply to both)."""
     if host in ("localhost", "::1"):
         return True
     try:

@@ -50,8 +50,8 @@ class RedisServer(ManagedServer):
         password: ``requirepass``; ``None`` reads ``ASGARD_REDIS_PASSWORD`` (empty: no password).
         io_threads: Redis ``io-threads`` (socket I/O threads; 1 = Redis's default single thread).
         tls: serve TLS only, on ``port``, with a local CA and a certificate for ``host`` made in
-            ``workdir/tls`` (:mod:`resources.cassandra.tls`); clients trust :attr:`ca_file`.
-        netns: run in this network namespace (:mod:`resources.network`); ``host`` is then its address.
+            ``workdir/tls`` (:mod:`asgard.resources.cassandra.tls`); clients trust :attr:`ca_file`.
+        netns: run in this network namespace (:mod:`asgard.resources.network`); ``host`` is then its address.
     """
 
     start_timeout = 30.0
@@ -91,7 +91,7 @@ class RedisServer(ManagedServer):
             "# written by resources/redis/server.py on every start; edit RedisServer's arguments instead",
             f"bind {self.host}",
             f"port {0 if self.tls else self.port}",  # with TLS, no plain-text port at all
-            # in a namespace of resources.network the only way in is the /30 veth from this host,
+            # in a namespace of asgard.resources.network the only way in is the /30 veth from this host,
             # which protected mode would refuse as "external"
             f"protected-mode {'no' if self.netns else 'yes'}",
             "daemonize no",

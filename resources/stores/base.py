@@ -250,7 +250,7 @@ class ObjectStore(abc.ABC):
     """Stores Python values under :class:`ObjectKey` s. Subclasses give the backend primitives.
 
     Args:
-        serializer: name of a serializer in :mod:`resources.stores.serde` (``pickle5``).
+        serializer: name of a serializer in :mod:`asgard.resources.stores.serde` (``pickle5``).
         codec: ``none``, ``lz4`` or ``zstd``; compression is applied chunk by chunk.
         chunk_size: bytes per chunk before compression.
         max_object_bytes: serialized size over which ``put`` refuses (nothing is written).

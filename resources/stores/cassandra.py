@@ -982,13 +982,13 @@ class CassandraObjectStore(ObjectStore):
             the live replica); at 1 it waits out the restart, which 60 s covers twice over. Every statement
             is idempotent, so a retried write stores the same cells. 0 fails at once.
         direct_requests: send a small put's rows, a get's head read and (on a single node) its
-            chunk reads on a blocking connection of this process's own (:mod:`~resources.stores.cql_direct`), written and answered on
+            chunk reads on a blocking connection of this process's own (:mod:`~asgard.resources.stores.cql_direct`), written and answered on
             the calling thread, rather than through the driver's event-loop thread; a request
             that fails there goes the driver's way, and so does every request while the session
             has request-init listeners (metrics, tracing). Default on (``ASGARD_CQL_DIRECT=0``
             turns it off): the figures are in that module's docstring.
         Common options (``chunk_size``, ``ttl_seconds``, ``concurrency``, ``codec``,
-        ``inline_bytes``, ...) as in :class:`~resources.stores.base.ObjectStore`.
+        ``inline_bytes``, ...) as in :class:`~asgard.resources.stores.base.ObjectStore`.
     """
 
     backend = "cassandra"

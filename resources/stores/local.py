@@ -1,7 +1,7 @@
 """Local-filesystem object store: one data file per version plus a JSON manifest.
 
 Layout under ``root``: ``<scope>/<path>/<version>.data`` and ``<scope>/<path>/manifest`` (the
-manifest record of :func:`~resources.stores.base.pack_head`, a small object's data inline;
+manifest record of :func:`~asgard.resources.stores.base.pack_head`, a small object's data inline;
 written to a temporary name and renamed, so the manifest swap is atomic; older versions' files
 are removed after it). TTL is enforced on read from the manifest's ``created_at``;
 ``purge_scope`` removes the scope's directory.

@@ -44,7 +44,7 @@ from .errors import StoreConfigError, StoreError, StoreFullError, StoreUnavailab
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
               "or point host/port at your Redis (a server that speaks only TLS needs ssl_ca_file).")
 MANIFEST = "manifest"
-PASSWORD_ENV = "ASGARD_REDIS_PASSWORD"  # requirepass of the local server (resources.redis.RedisServer)
+PASSWORD_ENV = "ASGARD_REDIS_PASSWORD"  # requirepass of the local server (asgard.resources.redis.RedisServer)
 _VERSION_CHUNK = re.compile(r"[0-9a-f]{32}:\d+")
 
 _pools: dict[tuple, Any] = {}
@@ -102,7 +102,7 @@ class RedisObjectStore(ObjectStore):
         connect_timeout, socket_timeout: seconds; a server that does not answer in time is
             reported as unreachable.
         Common options (``chunk_size`` default 4 MiB, ``ttl_seconds``, ``concurrency``,
-        ``codec``, ...) as in :class:`~resources.stores.base.ObjectStore`.
+        ``codec``, ...) as in :class:`~asgard.resources.stores.base.ObjectStore`.
     """
 
     backend = "redis"

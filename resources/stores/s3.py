@@ -6,7 +6,7 @@ Object layout in ``bucket`` (``prefix`` defaults to ``asgard``; empty puts keys 
     <prefix>/<scope>/<path>/manifest            the manifest record, written last
 
 e.g. ``asgard/run/4f1c…/make_data/result/9b2e…/0``. Each chunk is its own object, PUT and
-GET on up to ``concurrency`` threads (:func:`~resources.stores.base.run_bounded`) over a shared
+GET on up to ``concurrency`` threads (:func:`~asgard.resources.stores.base.run_bounded`) over a shared
 boto3 client (thread-safe; its HTTP pool is sized to the concurrency). One object per chunk
 rather than one multipart upload per version: the same number of PUT/GET requests, but no
 CreateMultipartUpload / CompleteMultipartUpload round trips (MinIO assembles the parts at
@@ -16,7 +16,7 @@ local MinIO (64 MiB, 8 threads, raw boto3, median of 7 interleaved runs): per-ch
 165 MB/s against 109 (8 MiB parts) and 149 MB/s (16 MiB parts) for multipart; reads within
 noise of each other (700-970 MB/s, GET by part number vs GET by name). A single PUT is
 atomic in S3, so the manifest PUT is the commit point. The manifest record
-(:func:`~resources.stores.base.pack_head`: a header, the JSON manifest, and a small object's
+(:func:`~asgard.resources.stores.base.pack_head`: a header, the JSON manifest, and a small object's
 data inline) makes a small put one PUT and a small get one GET, as dagster-aws's manager does.
 Nothing is read before a write: a superseded version's chunks stay until the scope's purge or
 the bucket's lifecycle rule (S3 cannot hand back the object a PUT replaced).
@@ -54,7 +54,7 @@ _clients_lock = threading.Lock()
 
 
 def is_local_endpoint(endpoint_url: str | None) -> bool:
-    """True for the project's own MinIO: on loopback, or in a namespace of resources.network."""
+    """True for the project's own MinIO: on loopback, or in a namespace of asgard.resources.network."""
     from ..network.profile import is_project_host
 
     return is_project_host(urlparse(endpoint_url or "").hostname)
@@ -69,7 +69,7 @@ def resolve_credentials(endpoint_url: str | None, access_key: str | None, secret
     if access_key or secret_key:
         return access_key, secret_key
     if is_local_endpoint(endpoint_url) and not os.environ.get("AWS_ACCESS_KEY_ID"):
-        from resources.minio.server import local_credentials
+        from asgard.resources.minio.server import local_credentials
 
         return local_credentials()
     return None, None
@@ -119,7 +119,7 @@ class S3ObjectStore(ObjectStore):
         aws_access_key_id, aws_secret_access_key, aws_session_token: explicit credentials;
             ``None`` uses the environment (see :func:`resolve_credentials`).
         Common options (``chunk_size`` default 8 MiB, ``ttl_seconds``, ``concurrency``, ``codec``,
-        ...) as in :class:`~resources.stores.base.ObjectStore`.
+        ...) as in :class:`~asgard.resources.stores.base.ObjectStore`.
     """
 
     backend = "s3"
