@@ -140,7 +140,7 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
     from asgard_dagster.retune import applied_config_file, current_configuration
     from asgard.pipelines.jobs import make_job
     from asgard.resources.cassandra import CassandraNode
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
     from asgard.tuner.dataset import DEFAULT_MODEL, Dataset
     from asgard.tuner.anova import key_knobs
     from asgard.tuner.knobs import CLIENT, KNOBS, Configuration

@@ -239,7 +239,7 @@ from asgard.resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 # what a step process has imported with its code location: the package and every client library
 import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
-import asgard.resources.stores.cassandra, asgard.resources.stores.redis, asgard.resources.stores.s3
+import asgard.resources.stores.cql, asgard.resources.stores.redis, asgard.resources.stores.s3
 backend, kwargs, scope = sys.argv[1], json.loads(os.environ["ASGARD_PROBE_STORE"]), sys.argv[2]
 payload = np.random.default_rng(0).bytes(10 * 1024)
 t0 = time.perf_counter()
@@ -349,7 +349,7 @@ def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16
     """One run of ``outputs`` x ``size_mib`` outputs in a fresh table: each instance's share of the
     bytes and the largest partition (nodetool tablestats; the partition size is Cassandra's
     histogram bucket, rounded up to it). The table is dropped afterwards."""
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     table = f"spread_{uuid.uuid4().hex[:8]}"
     keyspace = f"asgard_bench_rf{store_kwargs.get('replication_factor', 1)}"

@@ -109,7 +109,7 @@ def _load(store, clients: int, seconds: float, payload: bytes, scope: str) -> tu
 
 def _measure(config: dict, first_index: int, workdir, clients: int, seconds: float, payload: bytes) -> dict:
     from asgard.resources.cassandra import CassandraCluster
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     spec = {k: v for k, v in config.items() if k != "config"}
     ring = CassandraCluster(first_index=first_index, workdir=workdir / config["config"].replace(" ", "_"), **spec)

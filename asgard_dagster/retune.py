@@ -219,7 +219,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
         from asgard.resources.cassandra.cluster import HintsPendingError, RingMemberError, local_ring
         from asgard.resources.process import port_open
-        from asgard.resources.stores.cassandra import CassandraObjectStore
+        from asgard.resources.stores.cql import CassandraObjectStore
         from asgard.tuner.costbenefit import decide, needs_restart
         from asgard.tuner.dataset import DEFAULT_MODEL
         from asgard.tuner.readback import read_member_configurations

@@ -83,12 +83,12 @@ def main():
     else:
         base = deployment.store_kwargs("cassandra")
         node = deployment.server("cassandra")
-    import asgard.resources.stores.cassandra as cassandra_store
+    import asgard.resources.stores.cql as cassandra_store
 
     variants = []
     for n, kw in parse_variants(args.variant):
         # "_fast_read": the client's frame reader (a session of its own: part of the session key)
-        cassandra_store.FAST_READ = int(kw.pop("_fast_read", 1))
+        cassandra_store.options.set_options(fast_read=bool(int(kw.pop("_fast_read", 1))))
         in_place = kw.pop("_in_place", None)  # chunks received into the output buffer (1) or copied (0)
         store = open_peer("cassandra", **{**base, **kw})
         if in_place is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 from asgard.tuner.knobs import Configuration
 from asgard.tuner.measure import Interleaver
 from asgard.tuner.node import TunerNode

@@ -29,7 +29,7 @@ import numpy as np
 from asgard.resources.stores import ObjectKey
 from asgard_bench.io import open_peer
 import dagster, asgard_dagster, asgard_dagster.s3, boto3, cassandra.cluster, redis
-import asgard.resources.stores.cassandra, asgard.resources.stores.redis, asgard.resources.stores.s3
+import asgard.resources.stores.cql, asgard.resources.stores.redis, asgard.resources.stores.s3
 from cassandra import connection as conn_mod, protocol
 
 t0 = time.perf_counter()

@@ -18,7 +18,7 @@ TEST_KEYSPACE = "asgard_test"
 def _close_driver_sessions():
     """Drivers still reconnecting to nodes the tests stopped would fail noisily at exit."""
     yield
-    from asgard.resources.stores.cassandra import close_sessions
+    from asgard.resources.stores.cql import close_sessions
 
     close_sessions()
 
@@ -31,7 +31,7 @@ def cassandra_node() -> CassandraNode:
     # the suite's outputs carry the store's TTL (days) and add up to gigabytes per run: they go
     # with the suite (auto_snapshot is off, so the files go too), not a week later
     if node.is_running():
-        from asgard.resources.stores.cassandra import CassandraObjectStore
+        from asgard.resources.stores.cql import CassandraObjectStore
 
         CassandraObjectStore(keyspace=TEST_KEYSPACE).session.execute(
             f"DROP KEYSPACE IF EXISTS {TEST_KEYSPACE}", timeout=120)
@@ -67,7 +67,7 @@ def all_servers(cassandra_node, redis_server, minio_server):
 
 @pytest.fixture
 def cassandra_store(cassandra_node):
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     return CassandraObjectStore(keyspace=TEST_KEYSPACE)
 

@@ -26,7 +26,7 @@ def check(arr) -> int:
 @op
 def record(a: int, b: int) -> int:
     from asgard.resources.stores import ObjectKey
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     if a != b or a != int(EXPECTED.sum()):
         raise AssertionError(f"sums differ: {a} {b}")

@@ -11,7 +11,7 @@ from asgard_dagster.cli import main
 
 def test_bench_drivers_runs_the_store_on_both_drivers_with_a_noise_floor(cassandra_node):
     from asgard_bench.drivers import ALTERNATIVE_DRIVERS, driver_dir
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     args = ["bench", "drivers", "--json", "--rounds", "2", "--sizes-mib", "1", "--small-ops", "20",
             "--block-mib", "3"]

@@ -11,7 +11,7 @@ from asgard_dagster.cli import main
 
 
 def _node_state(node):
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     session = CassandraObjectStore(contact_points=[node.address], keyspace="asgard").session
     ks = session.execute("SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard'").one()
@@ -24,7 +24,7 @@ def test_dynamic_bench_runs_three_variants_and_the_sensor_decides_per_burst(cass
     from asgard_dagster.retune import applied_config_file
 
     from asgard.resources.stores import ObjectKey
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     CassandraObjectStore(contact_points=[cassandra_node.address], keyspace="asgard").exists(ObjectKey("t", "p"))
     before = _node_state(cassandra_node)

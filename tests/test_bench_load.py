@@ -20,7 +20,7 @@ def test_bench_load_verifies_every_object_written_by_parallel_processes(cassandr
     assert counted == {"put": 240, "get": 240}
     assert all(0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"] for r in report["rows"])
     # the run's outputs were purged at the end
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     rows = CassandraObjectStore().session.execute(
         "SELECT scope FROM asgard.objects_index PER PARTITION LIMIT 1")

@@ -171,13 +171,13 @@ def test_outputs_of_one_run_spread_over_partitions_each_within_a_chunk_group(cas
 
 def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, monkeypatch):
     """Count the requests sent, through the driver (its request-init hook) and on the store's
-    direct connection (cql_direct): a small put is ONE request (an unlogged batch of its head
+    direct connection (cql.direct): a small put is ONE request (an unlogged batch of its head
     row and index row), a small get one SELECT, a large put no SELECT at all. A session with a
     request-init listener sees all of them; without one they go direct."""
     from cassandra.protocol import BatchMessage, ExecuteMessage
     from cassandra.query import BatchStatement
 
-    from asgard.resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores.cql.direct_connection import DirectConnection
 
     store = io_manager.store()
     sent, direct = [], []
@@ -250,26 +250,26 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
 
 def direct_connections_may_open() -> None:
     """End the wait after a direct connection failed (a test before may have broken one)."""
-    from asgard.resources.stores import cassandra as cassandra_store
+    from asgard.resources.stores.cql import session as cassandra_session
 
-    for slot in cassandra_store._direct_slots.values():
+    for slot in cassandra_session.direct_slots.values():
         slot.retry_at = 0.0
 
 
 def test_a_direct_connection_that_breaks_falls_back_and_reopens(io_manager, run_id, monkeypatch):
-    """The direct connection (cql_direct) dies under the store, as a restarting node's would:
+    """The direct connection (cql.direct) dies under the store, as a restarting node's would:
     the put in flight goes the session's way and is stored, the next requests keep to the
     session for DIRECT_RETRY_SECONDS, then a new direct connection opens."""
     import socket
 
-    from asgard.resources.stores import cassandra as cassandra_store
+    from asgard.resources.stores.cql import session as cassandra_session
 
     direct_connections_may_open()
     store = io_manager.store()
     key = ObjectKey.for_run(run_id, "direct", "object")
     store.put(key, b"a" * 10_000)
     assert store.get(key)[0] == b"a" * 10_000
-    (slot,) = [slot for (_, host, _), slot in cassandra_store._direct_slots.items()
+    (slot,) = [slot for (_, host, _), slot in cassandra_session.direct_slots.items()
                if host == "127.0.0.1" and slot.conn is not None]
     broken = slot.conn
     broken._sock.shutdown(socket.SHUT_RDWR)
@@ -331,7 +331,7 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(io_manager, run_id):
 
 def test_table_of_the_previous_layout_gives_a_typed_error(cassandra_node):
     from asgard.resources.stores import SchemaLayoutError
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table="old_layout")
     session = store.session
@@ -571,7 +571,7 @@ def record_early(self, *msgs, **kwargs):  # the pre-opened connection, before th
     return answers
 connection.Connection.wait_for_responses = record_early
 from asgard.resources.stores import ObjectKey
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 store = CassandraObjectStore(keyspace=sys.argv[1], **({"table": sys.argv[3]} if len(sys.argv) > 3 else {}))
 if os.environ.get("FIRST_GET"):  # a downstream step: its first request reads its input
     got, _ = store.get(ObjectKey.for_run(sys.argv[2], "first", "put"))
@@ -666,7 +666,7 @@ def count_clusters(self, *args, **kwargs):
     return cluster_init(self, *args, **kwargs)
 driver_cluster.Cluster.__init__ = count_clusters
 from asgard.resources.stores import ObjectKey
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 store = CassandraObjectStore(keyspace=sys.argv[1])
 payloads = {i: os.urandom(10 * 1024 + i) for i in range(8)}
 barrier, errors = threading.Barrier(8), []
@@ -735,7 +735,7 @@ def test_a_first_put_into_a_missing_table_creates_it(cassandra_node, run_id):
     path, which creates the table, and the object reads back (the first get likewise)."""
     import uuid
 
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     stores = [CassandraObjectStore(keyspace=TEST_KEYSPACE, table=f"first_{uuid.uuid4().hex[:8]}") for _ in range(2)]
     key = ObjectKey.for_run(run_id, "first", "put")
@@ -759,9 +759,11 @@ def test_a_first_put_routes_by_its_head_partition(cassandra_store, run_id, monke
     of the head's partition (scope, path, '', 0), the key a prepared statement that binds all four
     gives (select_chunk); the index row alone, its scope's. The prepared head statements bind all
     four too, so later puts and gets are routed the same."""
-    import asgard.resources.stores.cassandra as module
+    import asgard.resources.stores.cql as module
 
-    monkeypatch.setattr(module, "FIRST_REQUESTS", first)
+    import dataclasses
+
+    monkeypatch.setattr(module.options, "OPTIONS", dataclasses.replace(module.options.OPTIONS, first_requests=first))
     cassandra_store.ensure_schema()
     scope, path = f"run/{run_id}", "step/out"
     head = ("insert_head", (scope, path, "", 0, b"manifest", b"data", 60))
@@ -799,7 +801,7 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
     then holds them (system.prepared_statements), and the object reads back."""
     import uuid
 
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     table = f"ids_{uuid.uuid4().hex[:8]}"
     setup = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
@@ -851,10 +853,10 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id,
     """A multi-chunk output's chunks go from the socket into the reader's buffer (no copy through
     the driver's bytes), both the ones larger than the connection's receive buffer and the short
     last one; the checksums are still checked there, and a chunk of an unexpected length is
-    decoded the usual way and refused. On the store's direct connection (cql_direct) and on the
+    decoded the usual way and refused. On the store's direct connection (cql.direct) and on the
     driver's pool alike."""
     from asgard.resources.stores.base import IN_PLACE
-    from asgard.resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores.cql.direct_connection import DirectConnection
 
     pipelines = []
     pipeline = DirectConnection.pipeline
@@ -906,7 +908,7 @@ def test_chunks_are_received_straight_into_the_output_buffer(io_manager, run_id,
 def test_a_direct_chunk_read_that_fails_half_way_reads_the_rest_through_the_pool(io_manager, run_id, monkeypatch):
     """The direct connection fails after the first chunk of a read (as when the node closes it):
     the chunks it did not bring are read through the driver's pool, and the object is whole."""
-    from asgard.resources.stores.cql_direct import DirectConnection, DirectConnectionError
+    from asgard.resources.stores.cql.direct_connection import DirectConnection, DirectConnectionError
 
     store = io_manager.store()
     arr = np.random.default_rng(11).random((7 * store.chunk_size // 2) // 8)  # 3.5 chunks
@@ -968,7 +970,7 @@ def test_reply_parser_finds_the_last_blob_and_never_guesses(cells):
     from hypothesis import given, settings
     from hypothesis import strategies as hst
 
-    from asgard.resources.stores.cassandra import _last_blob_prefix
+    from asgard.resources.stores.cql.direct_connection import last_blob_prefix as _last_blob_prefix
 
     body = _rows_body(cells)
     prefix = len(body) - len(cells[-1])

@@ -46,7 +46,7 @@ def test_requests_go_to_a_replica_of_their_partition(ring):
     import numpy as np
 
     from asgard.resources.stores import ObjectKey
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_ring_route",
                                  consistency="ONE", chunk_size=256 * 1024)
@@ -70,13 +70,13 @@ def test_requests_go_to_a_replica_of_their_partition(ring):
 
 
 def test_direct_requests_go_to_a_replica_of_their_head_partition(ring, monkeypatch):
-    """A small put and a get on the store's direct connections (cql_direct) go to the instance
+    """A small put and a get on the store's direct connections (cql.direct) go to the instance
     that holds the object's head, as the driver's token-aware routing would send them."""
     from cassandra.protocol import BatchMessage, ExecuteMessage
 
     from asgard.resources.stores import ObjectKey
-    from asgard.resources.stores.cassandra import CassandraObjectStore
-    from asgard.resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from asgard.resources.stores.cql.direct_connection import DirectConnection
 
     store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_ring_route",
                                  consistency="ONE")

@@ -71,7 +71,7 @@ def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     has them there, a multi-chunk object reads back byte for byte through the patched local
     read path, and Cassandra's own log says the patched class served it."""
     from asgard.resources.cassandra.install import patches_jar
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     jar = patches_jar(node2.version)
     assert jar is not None and jar.exists()
@@ -116,7 +116,7 @@ def test_client_requests_run_to_completion_on_one_thread(node2):
     MutationStage run (almost) none of them, and on a small host neither does
     Native-Transport-Requests. Every object reads back as written."""
     from asgard.resources.cassandra.node import SMALL_HOST_CPUS
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=[node2.address], keyspace="asgard_patch")
     count, blobs = 150, [os.urandom(10 * 1024 + i) for i in range(150)]
@@ -166,7 +166,7 @@ def test_local_reads_that_keep_their_rows_answer_every_query_shape_as_before(nod
 
     from cassandra.query import SimpleStatement
 
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=[node2.address], keyspace="asgard_keep_rows")
     session = store.session
@@ -248,7 +248,7 @@ def test_a_lone_node_restart_keeps_the_rows_written_right_before_it(lone_node):
     import json
     import shutil
 
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=[lone_node.address], keyspace="asgard_fast_stop")
     assert store.durable_writes is False  # only a flush keeps these rows
@@ -286,7 +286,7 @@ def test_nodetool_over_jmx(node2):
 def test_a_live_session_survives_a_node_restart(node2):
     """A long-lived process (the bench, a sensor, the daemon) keeps its driver session while the
     retune job restarts the node: its next read and write go through once the driver reconnects."""
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=["127.0.0.2"], keyspace="asgard_restart")
     key = ObjectKey.for_run("restart", "step", "out")
@@ -318,7 +318,7 @@ def test_two_instances_form_one_ring_with_replication():
         ring.start()
         for node in ring.nodes:  # every member sees both Up and Normal once start returns
             assert ring_status(node.nodetool("status")) == {"127.0.0.3": "UN", "127.0.0.4": "UN"}
-        from asgard.resources.stores.cassandra import CassandraObjectStore
+        from asgard.resources.stores.cql import CassandraObjectStore
 
         store = CassandraObjectStore(contact_points=ring.contact_points, keyspace="asgard_rf2",
                                      replication_factor=2, consistency="ALL")
@@ -449,7 +449,7 @@ def test_runs_ride_through_restarts_of_their_only_replica(node2, dagster_instanc
             worker.join(timeout=300)
     assert results and all(results), f"run outcomes: {results}"
     assert all(s > 0 for s in restarts)
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=["127.0.0.2"], keyspace=KEYSPACE)
     import numpy as np
@@ -463,10 +463,10 @@ def test_a_session_whose_pools_all_failed_is_retried_as_a_restart(node2):
     is a restart to ride through, not a crash while reading the error (CI saw the latter)."""
     from cassandra.cluster import NoHostAvailable
 
-    from asgard.resources.stores.cassandra import LOCAL_HINT, _failure
+    from asgard.resources.stores.cql.errors import LOCAL_HINT, connect_failure
 
     exc = NoHostAvailable("Unable to connect to any servers", [node2.address])
-    assert _failure(exc, (node2.address,), node2.native_port, None, 2.0) == (LOCAL_HINT, True)
+    assert connect_failure(exc, (node2.address,), node2.native_port, None, 2.0) == (LOCAL_HINT, True)
 
 
 

@@ -80,7 +80,7 @@ def test_job_stores_and_reads_outputs_over_tls_with_envvar_credentials(env_crede
 
 
 def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
-    """A small put and get go on the store's direct connection (cql_direct), which logs in
+    """A small put and get go on the store's direct connection (cql.direct), which logs in
     with the same credentials and speaks TLS with the same CA as the driver's pool; it opens
     on a thread of its own (a login and a handshake), the requests meanwhile through the pool."""
     import ssl
@@ -88,15 +88,15 @@ def test_small_requests_go_direct_over_tls_with_the_login(env_credentials):
     from cassandra import AuthenticationFailed
     from cassandra.auth import PlainTextAuthProvider
 
-    from asgard.resources.stores import cassandra as cassandra_store
-    from asgard.resources.stores.cql_direct import DirectConnection
+    from asgard.resources.stores.cql import session as cassandra_session
+    from asgard.resources.stores.cql.direct_connection import DirectConnection
 
     store = _io_manager().store()
     store.put(ObjectKey.for_run("direct-tls", "warm", "up"), 1)
     store.put(ObjectKey.for_run("direct-tls", "warm", "up"), 2)  # starts the login on a thread of its own
 
     def opened():
-        return [slot.conn for (_, host, _), slot in cassandra_store._direct_slots.items()
+        return [slot.conn for (_, host, _), slot in cassandra_session.direct_slots.items()
                 if host == ADDRESS and slot.conn is not None]
 
     deadline = time.monotonic() + 10
@@ -164,7 +164,7 @@ def test_a_certificate_from_another_ca_is_refused(env_credentials, tmp_path):
 
 
 def CassandraObjectStoreFor(**kwargs):
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     return CassandraObjectStore(**{"contact_points": [ADDRESS], "keyspace": KEYSPACE, "username": SUPERUSER,
                                    "ride_through_seconds": 0, **kwargs})

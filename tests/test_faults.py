@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from asgard.resources.stores import ObjectKey, ObjectMissingError
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ELEMENTS = 2 * 1024 * 1024  # int32: 8 MiB, 32 chunks of 256 KiB
@@ -22,7 +22,7 @@ ELEMENTS = 2 * 1024 * 1024  # int32: 8 MiB, 32 chunks of 256 KiB
 WRITER = r"""
 import sys, numpy as np
 from asgard.resources.stores import ObjectKey
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 keyspace, value = sys.argv[1], int(sys.argv[2])
 store = CassandraObjectStore(keyspace=keyspace, chunk_size=256 * 1024, ttl_seconds=3600, concurrency=4)
 store.ping()
@@ -95,7 +95,7 @@ def test_writers_killed_at_50_random_points_never_leave_a_torn_object(cassandra_
 FIRST_PUT = r"""
 import sys
 from asgard.resources.stores import ObjectKey
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 keyspace, i = sys.argv[1], sys.argv[2]
 store = CassandraObjectStore(keyspace=keyspace)
 key = ObjectKey.for_run("first-use", "step", i)

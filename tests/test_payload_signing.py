@@ -17,7 +17,7 @@ from asgard.resources.stores import (
     ChecksumMismatchError, CorruptManifestError, Manifest, ObjectKey, StoreConfigError, StoreError,
     TamperedObjectError,
 )
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 from asgard.resources.stores.redis import RedisObjectStore
 from tests.conftest import TEST_KEYSPACE
 from tests.jobs import signed_job

@@ -109,7 +109,7 @@ def test_retune_job_plans_recommends_and_decides(dagster_instance, cassandra_nod
                                        and decision["new_ops_per_s"] > decision["current_ops_per_s"])
     # the decision starts from what the node runs, read back from it: the store made the
     # keyspace with durable_writes off, which stock Cassandra's default is not
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     ks = CassandraObjectStore(keyspace="asgard").session.execute(
         "SELECT durable_writes FROM system_schema.keyspaces WHERE keyspace_name = 'asgard'").one()

@@ -21,7 +21,7 @@ from asgard_dagster import CassandraResource
 from asgard_dagster.retune import make_retune_job
 from asgard.resources.cassandra import CassandraCluster
 from asgard.resources.stores import ObjectKey
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 from tests.rolling_app_job import (
     KEYSPACE_RF1, KEYSPACE_RF2, RING, expected_outputs, rolling_app_rf1, rolling_app_rf2,
 )
@@ -317,7 +317,7 @@ def test_the_next_member_waits_for_hints_to_the_others_only(tmp_path):
 def test_quorum_falls_to_one_replica_only_when_a_replica_is_known_down():
     from cassandra import ConsistencyLevel as CL
 
-    from asgard.resources.stores.cassandra import ride_through_retry_policy
+    from asgard.resources.stores.cql import ride_through_retry_policy
 
     policy = ride_through_retry_policy()
     assert policy.on_unavailable(None, CL.LOCAL_QUORUM, 2, 1, 0) == (policy.RETRY, CL.LOCAL_ONE)

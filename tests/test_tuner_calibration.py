@@ -26,7 +26,7 @@ def tuner_node(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tuner_store(tuner_node):
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(contact_points=[tuner_node.address], keyspace="asgard_tuner_test")
     store.ping()
@@ -87,7 +87,7 @@ def test_apply_on_a_fresh_node_creates_the_schema_it_alters(tuner_node):
     command died with InvalidRequest. The store's schema is made before it is altered."""
     import uuid
 
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     keyspace = f"asgard_fresh_{uuid.uuid4().hex[:8]}"
     store = CassandraObjectStore(contact_points=[tuner_node.address], keyspace=keyspace)

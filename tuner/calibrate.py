@@ -256,7 +256,7 @@ def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_
                     workloads: Sequence[Workload] | None = None, keyspace: str = "asgard_tuner",
                     stop_after: bool = True, progress: bool = True) -> dict[str, Any]:
     """Start the tuner's own node (127.0.0.<index>), calibrate into ``out``, stop the node."""
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     from .node import TunerNode
 

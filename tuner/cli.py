@@ -225,7 +225,7 @@ def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, 
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 def validate(index, workload_spec, pairs, duration, noise, model_path, keyspace, out, as_json):
     """Measure the tuned configuration against the default on the real node, per DAG pattern."""
-    from asgard.resources.stores.cassandra import CassandraObjectStore
+    from asgard.resources.stores.cql import CassandraObjectStore
 
     from .node import TunerNode
     from .validate import VALIDATION_WORKLOADS, validate as do_validate

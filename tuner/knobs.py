@@ -522,9 +522,9 @@ def execute_cql(node: Any, store: Any, cql: str) -> None:
     if hasattr(node, "cql_cluster"):  # a CassandraNode: over TLS with its superuser if it is secure
         cluster = node.cql_cluster()
     else:
-        from cassandra.cluster import Cluster
+        from asgard.resources.stores.cql import build_cluster
 
-        cluster = Cluster([node.address], port=node.native_port, connect_timeout=10)
+        cluster = build_cluster([node.address], node.native_port, connect_timeout=10, admin=True)
     try:
         cluster.connect().execute(cql, timeout=60)
     finally:

@@ -6,7 +6,7 @@ from typing import Optional
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from asgard.resources.stores.cassandra import CassandraObjectStore
+from asgard.resources.stores.cql import CassandraObjectStore
 
 from ..io_manager import resolved
 

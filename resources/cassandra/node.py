@@ -215,7 +215,7 @@ class CassandraNode(ManagedServer):
             return password
 
     def client_options(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`~asgard.resources.stores.cassandra.CassandraObjectStore` that reach
+        """Keyword arguments of :class:`~asgard.resources.stores.cql.CassandraObjectStore` that reach
         this node: its address and port and, for a secure node, its CA and superuser."""
         options: dict[str, Any] = {"contact_points": [self.address], "port": self.native_port}
         if self.secure:
@@ -246,16 +246,13 @@ class CassandraNode(ManagedServer):
     def cql_cluster(self, username: str | None = None, password: str | None = None, timeout: float = 10):
         """A driver ``Cluster`` for this node alone (admin work: settings, ALTER TABLE): over TLS
         and logged in as :data:`SUPERUSER` on a secure node, unless ``username`` is given."""
-        from cassandra.auth import PlainTextAuthProvider
-        from cassandra.cluster import Cluster
-
-        from ..stores.cassandra import ssl_context
+        from ..stores.cql import build_cluster
 
         if self.secure and username is None:
             username, password = SUPERUSER, self.superuser_password()
-        auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
-        return Cluster([self.address], port=self.native_port, connect_timeout=timeout, auth_provider=auth,
-                       ssl_context=ssl_context(str(self.tls.ca_cert), verify_hostname=True) if self.secure else None)
+        return build_cluster([self.address], self.native_port, username=username, password=password,
+                             connect_timeout=timeout, admin=True,
+                             tls=(str(self.tls.ca_cert), None, None, True) if self.secure else None)
 
     def _ensure_superuser(self, timeout: float = 120) -> None:
         """Give a fresh secure node its own superuser (random password, in :attr:`password_file`)

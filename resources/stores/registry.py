@@ -10,7 +10,7 @@ BACKENDS = ("cassandra", "redis", "s3", "local")
 def open_store(backend: str, **kwargs) -> ObjectStore:
     """A store for ``backend`` on the local server the project runs (override with kwargs)."""
     if backend == "cassandra":
-        from .cassandra import CassandraObjectStore
+        from .cql import CassandraObjectStore
 
         return CassandraObjectStore(**kwargs)
     if backend == "redis":

@@ -1,0 +1,234 @@
+"""The two tables' layout, the statements the store sends, and their preparation: on first use,
+by a computed id for a fresh process's first requests (:func:`known_prepared`), and the schema
+created where it is missing."""
+from __future__ import annotations
+
+from ..base import MiB
+from ..errors import SchemaLayoutError
+
+
+# the columns (and their kind) of the two tables: a table of another layout is refused by name
+TABLE_LAYOUT = {"scope": "partition_key", "path": "partition_key", "version": "partition_key",
+                "grp": "partition_key", "chunk": "clustering", "manifest": "regular", "data": "regular"}
+INDEX_LAYOUT = {"scope": "partition_key", "path": "clustering", "version": "clustering", "groups": "regular",
+                "committed": "regular"}
+# an object's head row (manifest, and the data of a small object) is in partition (scope, path, '', 0)
+HEAD_VERSION, HEAD_GROUP = "", 0
+DEFAULT_CHUNK_SIZE = MiB
+DEFAULT_CHUNKS_PER_PARTITION = 1
+CASSANDRA_BATCH_WARN_BYTES = 5 * 1024  # Cassandra's default batch_size_warn_threshold
+BATCH_MARGIN_BYTES = 1024  # the node counts cells' timestamps and TTLs too
+
+
+def storage_bytes(value: str) -> int:
+    """Bytes of a Cassandra data-storage setting as ``system_views.settings`` shows it ("5KiB")."""
+    units = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+    for unit in ("KiB", "MiB", "GiB", "B"):
+        if value.endswith(unit) and value[: -len(unit)].strip().isdigit():
+            return int(value[: -len(unit)]) * units[unit]
+    return CASSANDRA_BATCH_WARN_BYTES
+
+
+# chunks are pickled arrays, video, models: mostly incompressible, and the client's codec
+# option compresses the rest; Cassandra compressing them again costs CPU on both paths
+TABLE_OPTIONS = "compression = {'enabled': 'false'}"
+
+CQL_TYPES = {"text": "VarcharType", "blob": "BytesType", "int": "Int32Type", "boolean": "BooleanType"}
+
+
+def known_prepared(cql: str, keyspace: str, table: str, markers: tuple[tuple[str, str], ...],
+                    partition_key: tuple[int, ...], protocol_version: int):
+    """The driver's ``PreparedStatement`` for ``cql`` made without asking the node.
+
+    A node files a prepared statement under the MD5 of its text when the connection has no
+    keyspace (``QueryProcessor.computeId`` in Cassandra 3 to 5; ours never has one, every name is
+    qualified), and keeps it across restarts (``system.prepared_statements``). An EXECUTE by that
+    id skips the PREPARE round trip and the node's parse of the text (a 10 KiB insert sent as text
+    took 2.75 ms against 1.30 ms prepared, in a loop here). A node that does not hold the id answers
+    UNPREPARED, and the driver prepares the text (it is registered with the cluster for that) and
+    executes again, as for any statement the node has evicted. ``markers``: ``(column, type)``
+    of each bind marker in order; ``partition_key``: the markers that make the partition key,
+    which the driver routes by. For protocol v4 and older: v5's EXECUTE also carries a hash of
+    the result's metadata. Apache Cassandra 2 to 5 (and so DSE) and ScyllaDB all compute the id
+    this way; a server that did not would make the driver prepare again and again until the
+    request times out (its re-prepare of a batch does not compare ids): ``ASGARD_CQL_FIRST=text``
+    sends a fresh process's first requests as text instead."""
+    import hashlib
+
+    from cassandra import cqltypes
+    from cassandra.protocol import ColumnMetadata
+    from cassandra.query import PreparedStatement
+
+    columns = [ColumnMetadata(keyspace, table, name, getattr(cqltypes, CQL_TYPES[kind])) for name, kind in markers]
+    # keyspace None: what Session.prepare gives a connection without one (the driver checks it
+    # against the connection's when it prepares again)
+    return PreparedStatement(columns, hashlib.md5(cql.encode("utf-8")).digest(), list(partition_key), cql,
+                             None, protocol_version, None, None)
+
+
+class Schema:
+    """The store's statements, prepared on first use, and its two tables, created where missing
+    or refused by name where another layout holds them (a mixin of
+    :class:`~.store.CassandraObjectStore`: it needs ``session``, ``keyspace``, ``table``,
+    ``consistency``, ``replication_factor``, ``durable_writes`` and ``_execute``)."""
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{self.keyspace}.{self.table}"
+
+    @property
+    def qualified_index(self) -> str:
+        return f"{self.keyspace}.{self.table}_index"
+
+    def _statements(self) -> dict[str, str]:
+        t, ix = self.qualified_table, self.qualified_index
+        return {
+            "insert_chunk": f"INSERT INTO {t} (scope, path, version, grp, chunk, data) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?",
+            "insert_head": (f"INSERT INTO {t} (scope, path, version, grp, chunk, manifest, data) "
+                            "VALUES (?, ?, ?, ?, 0, ?, ?) USING TTL ?"),
+            "insert_index": (f"INSERT INTO {ix} (scope, path, version, groups, committed) VALUES (?, ?, ?, ?, ?) "
+                             "USING TTL ?"),
+            # every partition key column bound, '' and 0 included: the driver routes by the whole key
+            "select_head": f"SELECT manifest, data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = 0",
+            "select_chunk": f"SELECT data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = ?",
+            "select_index": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ?",
+            "select_index_path": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ? AND path = ?",
+            "delete_partition": f"DELETE FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ?",
+            "delete_index_scope": f"DELETE FROM {ix} WHERE scope = ?",
+            "delete_index_path": f"DELETE FROM {ix} WHERE scope = ? AND path = ?",
+        }
+
+    def _statement(self, name: str):
+        """The prepared statement ``name``, prepared on first use (a step that only writes small
+        outputs prepares two statements, not ten). A keyspace or table that does not exist yet
+        is created then, and the prepare retried. A prepare already under way in the background
+        (:meth:`_prepare_later`) is waited for, not sent twice."""
+        session = self.session
+        stmt = self._prepared.get(name)
+        if stmt is not None:
+            return stmt
+        pending = self._preparing.pop(name, None)
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception:  # prepared below, on this thread, with the errors mapped
+                pass
+            stmt = self._prepared.get(name)
+            if stmt is not None:
+                return stmt
+        return self._prepare(session, name)
+
+    def _prepare(self, session, name: str):
+        from cassandra import ConsistencyLevel, InvalidRequest
+
+        cql = self._statements()[name]
+        for attempt in range(3):
+            try:
+                stmt = self._execute(session, cql, prepare=True)
+                break
+            except InvalidRequest as exc:
+                if attempt == 2:
+                    raise
+                self._on_prepare_error(session, exc)
+        stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
+        stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
+        if not self._routed:
+            self._route_by_token(session)
+        self._prepared[name] = stmt
+        return stmt
+
+    def _prepare_later(self, session, *names: str) -> None:
+        """Prepare ``names`` on the driver's executor, off the caller's path: a fresh process's
+        first request went as text (:meth:`_first`), and the next one finds the statement
+        prepared, or waits for its prepare (which was sent a round trip earlier)."""
+        for name in names:
+            if name not in self._prepared and name not in self._preparing:
+                try:
+                    self._preparing[name] = session.submit(self._prepare, session, name)
+                except RuntimeError:  # the session is shutting down: prepared on use, if ever
+                    return
+
+    # the bind markers, (column, type) in order, of the statements a fresh process sends first,
+    # and which of them make the partition key (the driver routes by it)
+    _FIRST_MARKERS = {
+        "insert_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int"),
+                        ("manifest", "blob"), ("data", "blob"), ("[ttl]", "int")),
+        "insert_index": (("scope", "text"), ("path", "text"), ("version", "text"), ("groups", "int"),
+                         ("committed", "boolean"), ("[ttl]", "int")),
+        "select_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int")),
+    }
+    _FIRST_PARTITION_KEY = {"insert_head": (0, 1, 2, 3), "insert_index": (0,), "select_head": (0, 1, 2, 3)}
+
+
+    def _route_by_token(self, session) -> None:
+        """Give the driver our keyspace's replication, so that on a ring every request goes to a
+        replica of its partition (token-aware) rather than through a coordinator's extra hop. The
+        driver learns it from the full schema, which it no longer reads at connect (see
+        ``_connect``); one row of ``system_schema.keyspaces`` is enough, and a single node needs
+        none."""
+        cluster = session.cluster
+        self._routed = True
+        if len(cluster.metadata.all_hosts()) < 2 or self.keyspace in cluster.metadata.keyspaces:
+            return
+        from cassandra.metadata import KeyspaceMetadata
+
+        row = self._execute(session, "SELECT durable_writes, replication FROM system_schema.keyspaces "
+                                     "WHERE keyspace_name = %s", (self.keyspace,)).one()
+        if row is None:
+            return
+        replication = dict(row.replication)
+        strategy = replication.pop("class")
+        cluster.metadata.keyspaces[self.keyspace] = KeyspaceMetadata(
+            self.keyspace, row.durable_writes, strategy, replication)
+        if cluster.metadata.token_map is not None:
+            cluster.metadata.token_map.rebuild_keyspace(self.keyspace, build_if_absent=True)
+
+    def _on_prepare_error(self, session, exc: BaseException) -> None:
+        """A prepare failed: create what is missing, or explain a table of another layout."""
+        self._check_layout(session)  # before creating anything beside a table of another layout
+        self._ensure_schema(session)
+
+    def _check_layout(self, session) -> None:
+        rows = self._execute(
+            session, "SELECT table_name, column_name, kind FROM system_schema.columns WHERE keyspace_name = %s",
+            (self.keyspace,))
+        found: dict[str, dict[str, str]] = {}
+        for row in rows:
+            found.setdefault(row.table_name, {})[row.column_name] = row.kind
+        for table, want in ((self.table, TABLE_LAYOUT), (f"{self.table}_index", INDEX_LAYOUT)):
+            have = found.get(table)
+            if have is not None and any(have.get(col) != kind for col, kind in want.items()):
+                raise SchemaLayoutError(
+                    f"Table {self.keyspace}.{table} exists with another layout than this version of "
+                    f"asgard-dagster uses (columns {sorted(have)}; expected {sorted(want)}): it was made by "
+                    "an earlier version (one partition per run). Its outputs are ephemeral, so nothing needs "
+                    f"migrating: drop it (`DROP TABLE {self.keyspace}.{table};` in cqlsh) and re-run, or "
+                    "set keyspace/table to a fresh name."
+                )
+
+    def _ensure_schema(self, session) -> None:
+        self._execute(session, (
+            f"CREATE KEYSPACE IF NOT EXISTS {self.keyspace} WITH replication = "
+            f"{{'class': 'SimpleStrategy', 'replication_factor': {self.replication_factor}}} "
+            f"AND durable_writes = {str(self.durable_writes).lower()}"
+        ))
+        # gc_grace 0 with one replica: tombstones of purged runs can go at the next compaction
+        gc_grace = 0 if self.replication_factor == 1 else 3 * 3600
+        self._execute(session, (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified_table} ("
+            "scope text, path text, version text, grp int, chunk int, manifest blob, data blob, "
+            "PRIMARY KEY ((scope, path, version, grp), chunk)) "
+            f"WITH gc_grace_seconds = {gc_grace} AND {TABLE_OPTIONS} "
+            "AND comment = 'asgard-dagster ephemeral op outputs: heads and chunks'"
+        ))
+        self._execute(session, (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified_index} ("
+            "scope text, path text, version text, groups int, committed boolean, "
+            "PRIMARY KEY ((scope), path, version)) "
+            f"WITH gc_grace_seconds = {gc_grace} "
+            "AND comment = 'asgard-dagster: the versions each scope holds, for purge and listing'"
+        ))
+        # No explicit schema-agreement wait: the driver waits (max_schema_agreement_wait) on the
+        # connection that ran each CREATE before returning it. A second wait on the control
+        # connection failed CI when that connection had just been closed after a node restart.
+
