@@ -212,8 +212,6 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
             self._session, self._session_pid = session, os.getpid()
         return session
 
-    @property
-
     def _where(self) -> str:
         return ",".join(f"{h}:{self.port}" for h in self.contact_points)
 
@@ -224,7 +222,6 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         """Create the keyspace and tables now if they are missing (otherwise the first put or get
         does): for callers that read or alter their options before any output is stored."""
         self._statement("select_head")
-
 
     # --- layout -----------------------------------------------------------------------
     def uri(self, key: ObjectKey) -> str:
