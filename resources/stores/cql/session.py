@@ -192,7 +192,9 @@ class EarlyStart:
             finally:
                 sys.setswitchinterval(interval)
         except Exception as exc:
-            step_aside("early", "sending on the pre-opened connection failed", exc)
+            # a node that cannot be reached: the connect says so (session.connect), not this path
+            unreachable = isinstance(exc, OSError) or type(exc).__name__ == "ConnectionException"
+            step_aside("early", "sending on the pre-opened connection failed", exc, warn=not unreachable)
             return None
 
 
