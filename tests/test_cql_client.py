@@ -85,10 +85,10 @@ def test_a_fast_path_that_steps_aside_is_counted_each_time_and_warned_once(cassa
     with caplog.at_level(logging.WARNING, logger="asgard.resources.stores.cql"):
         for i in range(3):
             store.put(ObjectKey(scope, f"p{i}"), b"v" * 100)
-    for i in range(3):  # every one stored, through the session
-        assert store.get(ObjectKey(scope, f"p{i}"))[0] == b"v" * 100
     # the first put's connection fails; each later put's reopening fails at its STARTUP
     counts = fallbacks.counts()
+    for i in range(3):  # every one stored, through the session
+        assert store.get(ObjectKey(scope, f"p{i}"))[0] == b"v" * 100
     assert counts["direct: the direct connection failed"] == 1
     assert counts["direct: the direct connection could not be opened"] == 2
     for reason in ("the direct connection failed", "the direct connection could not be opened"):
