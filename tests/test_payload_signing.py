@@ -80,7 +80,7 @@ def test_a_signed_run_refuses_a_pickle_planted_by_someone_with_write_access(
     key = ObjectKey.for_run(run_id, "produce", "result")
     signed = CassandraObjectStore(keyspace=TEST_KEYSPACE, signing_key=KEY)
     manifest = signed.read_manifest(key)
-    assert manifest.signer == signed.signer.key_id and len(manifest.signature) == 64
+    assert manifest.signer == signed.signer.key_id and manifest.signature.startswith("v2:") and len(manifest.signature) == 67
     assert len(manifest.chunk_macs) == manifest.chunks == 1
 
     # someone who can write the table (no key) replaces the output with a hostile pickle
@@ -236,3 +236,62 @@ def test_manifest_decoder_accepts_only_well_formed_manifests(data):
         return
     assert manifest._problem() is None and sum(manifest.chunk_sizes) == manifest.size
 
+
+
+def _manifest(**changes):
+    from asgard.resources.stores.manifest import Manifest
+
+    fields = dict(version="v1", size=10, stored_bytes=10, chunk_size=64, chunk_sizes=[10], chunk_crcs=[7],
+                  frames=[10], serializer="pickle5", codec="none", python_type="bytes", created_at=1.5,
+                  inline=True, chunk_macs=["ab"])
+    fields.update(changes)
+    return Manifest(**fields)
+
+
+def test_the_manifest_signature_covers_every_signed_field_and_not_the_dataclass_layout():
+    """The MAC is over an explicit, versioned encoding (manifest.signed_bytes): a field added to
+    the manifest later (here an attribute on the instance) changes no signature, and each signed
+    field, when altered, makes the signature fail."""
+    from asgard.resources.stores.manifest import SIGNED_FIELDS_V2, signed_bytes
+    from asgard.resources.stores.signing import PayloadSigner
+
+    signer = PayloadSigner(secrets.token_hex(32))
+    key = ObjectKey("run/r", "op/out")
+    manifest = _manifest()
+    signer.sign(manifest, key)
+    assert manifest.signature.startswith("v2:")
+    encoded = signed_bytes(manifest, key)
+    manifest.added_in_a_later_version = "anything"  # not signed: the encoding lists its fields
+    assert signed_bytes(manifest, key) == encoded
+    signer.verify_manifest(manifest, key, "uri")
+    altered = {"version": "v9", "size": 11, "stored_bytes": 11, "chunk_size": 65, "chunk_sizes": [11],
+               "chunk_crcs": [8], "frames": [11], "serializer": "x", "codec": "lz4", "python_type": "str",
+               "created_at": 2.5, "inline": False, "chunk_macs": ["cd"], "signer": "other"}
+    assert set(altered) == set(SIGNED_FIELDS_V2)
+    for name, value in altered.items():
+        forged = _manifest(**{"signer": manifest.signer, "signature": manifest.signature, name: value})
+        with pytest.raises(TamperedObjectError):
+            signer.verify_manifest(forged, key, "uri")
+    with pytest.raises(TamperedObjectError, match="does not match its signature"):
+        signer.verify_manifest(manifest, ObjectKey("run/r", "op/other"), "uri")
+
+
+def test_an_object_signed_in_the_earlier_v1_format_still_verifies():
+    """Objects stored by the version before the explicit encoding (signatures without a format
+    prefix, over the dataclass's JSON) are still read during an upgrade; altered, refused."""
+    import hashlib
+    import hmac
+
+    from asgard.resources.stores.manifest import signed_bytes_v1
+    from asgard.resources.stores.signing import PayloadSigner
+
+    secret = secrets.token_hex(32)
+    signer = PayloadSigner(secret)
+    key = ObjectKey("run/r", "op/out")
+    manifest = _manifest(signer=signer.key_id)
+    # what the earlier version computed: the v1 message, its HMAC in hex, no prefix
+    manifest.signature = hmac.new(secret.encode(), signed_bytes_v1(manifest, key), hashlib.sha256).hexdigest()
+    signer.verify_manifest(manifest, key, "uri")
+    manifest.size = 11
+    with pytest.raises(TamperedObjectError, match="does not match its signature"):
+        signer.verify_manifest(manifest, key, "uri")

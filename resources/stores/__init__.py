@@ -3,7 +3,8 @@
 Backends are imported lazily by :func:`open_store` so a Redis user need not have the
 Cassandra driver loaded, and so on.
 """
-from .base import GetResult, Manifest, ObjectKey, ObjectStore, PutResult
+from .base import GetResult, ObjectStore, PutResult
+from .manifest import Manifest, ObjectKey
 from .errors import (
     ChecksumMismatchError,
     CorruptChunkError,

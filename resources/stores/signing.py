@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreConfigError, TamperedObjectError
+from .manifest import SIGNED_FORMAT, signed_bytes, signed_bytes_v1
 
 if TYPE_CHECKING:
-    from .base import Manifest, ObjectKey
+    from .manifest import Manifest, ObjectKey
 
 MIN_KEY_CHARS = 16
 GENERATE_HINT = "generate one with `python -c 'import secrets; print(secrets.token_hex(32))'`"
@@ -40,10 +40,14 @@ class PayloadSigner:
         return hmac.new(self._key, data, hashlib.sha256).hexdigest()
 
     def _manifest_mac(self, manifest: "Manifest", key: "ObjectKey") -> str:
-        body = dict(vars(manifest), signature=None)
-        message = b"asgard-manifest-v1\n" + str(key).encode() + b"\n" + json.dumps(
-            body, sort_keys=True, separators=(",", ":")).encode()
-        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+        """``v2:`` and the HMAC over the manifest's explicit encoding (:func:`.manifest.signed_bytes`)."""
+        return f"{SIGNED_FORMAT}:" + hmac.new(self._key, signed_bytes(manifest, key), hashlib.sha256).hexdigest()
+
+    def _expected(self, manifest: "Manifest", key: "ObjectKey") -> str:
+        """The signature ``manifest`` should carry, in the format it names (no prefix: v1)."""
+        if manifest.signature.startswith(f"{SIGNED_FORMAT}:"):
+            return self._manifest_mac(manifest, key)
+        return hmac.new(self._key, signed_bytes_v1(manifest, key), hashlib.sha256).hexdigest()
 
     def sign(self, manifest: "Manifest", key: "ObjectKey") -> None:
         """Set the manifest's signer and signature (its ``chunk_macs`` are already filled in)."""
@@ -56,7 +60,7 @@ class PayloadSigner:
                                       "signing_key, or its signature was stripped)")
         if manifest.signer != self.key_id:
             raise TamperedObjectError(uri, self.key_id, f"it was signed with another key (id {manifest.signer})")
-        if not hmac.compare_digest(self._manifest_mac(manifest, key), manifest.signature):
+        if not hmac.compare_digest(self._expected(manifest, key), manifest.signature):
             raise TamperedObjectError(uri, self.key_id, "its manifest does not match its signature")
         if not isinstance(manifest.chunk_macs, list) or len(manifest.chunk_macs) != manifest.chunks:
             raise TamperedObjectError(uri, self.key_id, "its manifest lists no MAC for every chunk")
