@@ -481,6 +481,12 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                 bar.advance(task)
         for row in rows:
             row["network"] = network
+            if row["backend"] == "cassandra" and row.get("ops_s") is not None:
+                # how often the client's fast paths (early, direct, fast read) stepped aside in this
+                # process over the whole run (step processes count their own)
+                from asgard.resources.stores.cql import fallbacks
+
+                row["fallbacks"] = fallbacks.counts()
         return rows
 
 
@@ -530,6 +536,10 @@ def print_table(rows: list[dict]) -> None:
                       fmt(row.get("read_extra_memory_x"), "x", 2) if "read_extra_memory_x" in row else "-")
     console = Console(width=max(160, Console().width))
     console.print(table)
+    for row in rows:
+        if "fallbacks" in row:
+            found = ", ".join(f"{reason} x{n}" for reason, n in row["fallbacks"].items()) or "none"
+            console.print(f"cassandra fallbacks (a fast path stepping aside, this process, whole run): {found}")
     for row in rows:
         if "spread" in row:
             s = row["spread"]
