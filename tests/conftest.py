@@ -5,7 +5,9 @@ test never skips for a missing service.
 """
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,14 @@ def _close_driver_sessions():
 def cassandra_node() -> CassandraNode:
     node = CassandraNode()  # 127.0.0.1:9042, the node `asgard cassandra up` runs
     node.start()
+    if os.environ.get("ASGARD_TEST_ON_RELEASE") == "1":
+        # the suites a user's cluster must pass, run on the release's classes as such a cluster runs
+        # them (scripts/test.sh restarts the node with ASGARD_CASSANDRA_PATCHES=0 for this pass)
+        classpath = _classpath(node)
+        assert not any(Path(p).name == "patches.jar" for p in classpath), (
+            f"ASGARD_TEST_ON_RELEASE=1 but {node.address} runs the project's patches ({classpath[0]}): restart it "
+            "with ASGARD_CASSANDRA_PATCHES=0 (`asgard cassandra down`, then `ASGARD_CASSANDRA_PATCHES=0 asgard "
+            "cassandra up`)")
     yield node
     # the suite's outputs carry the store's TTL (days) and add up to gigabytes per run: they go
     # with the suite (auto_snapshot is off, so the files go too), not a week later
@@ -35,6 +45,11 @@ def cassandra_node() -> CassandraNode:
 
         CassandraObjectStore(keyspace=TEST_KEYSPACE).session.execute(
             f"DROP KEYSPACE IF EXISTS {TEST_KEYSPACE}", timeout=120)
+
+
+def _classpath(node) -> list[str]:
+    argv = Path(f"/proc/{node.pid()}/cmdline").read_bytes().split(b"\0")
+    return argv[argv.index(b"-cp") + 1].decode().split(os.pathsep)
 
 
 def _running(server):
