@@ -52,7 +52,7 @@ class XComValueCorruptError(XComStoreError, CorruptChunkError, CorruptManifestEr
     def __init__(self, where: dict, uri: str, detail: str):
         self.chunk = None
         XComStoreError.__init__(
-            self, f"{describe(where)} is corrupt in the store at {uri}: {detail}. It was refused before being "
+            self, f"{describe(where)} is corrupt in the store at {uri}: {detail.rstrip('.')}. It was refused before being "
             f"unpickled. {RERUN}", where, uri)
 
 
@@ -62,9 +62,7 @@ class XComValueTamperedError(XComStoreError, TamperedObjectError):
     def __init__(self, where: dict, uri: str, detail: str, key_id: str = ""):
         self.key_id = key_id
         XComStoreError.__init__(
-            self, f"{describe(where)} was refused: {detail}. It was changed after the producing task wrote it, "
-            f"or written with another signing key; check who else can write to the store, then {RERUN[0].lower()}"
-            f"{RERUN[1:]}", where, uri)
+            self, f"{describe(where)} was refused before being unpickled: {detail.rstrip('.')}. {RERUN}", where, uri)
 
 
 class XComValueTooLargeError(XComStoreError, ObjectTooLargeError):
