@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from asgard.resources.stores.errors import (
     CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreConfigError, StoreError,
-    TamperedObjectError,
+    StoreUnavailableError, TamperedObjectError,
 )
 
 
@@ -76,11 +76,23 @@ class XComValueTooLargeError(XComStoreError, ObjectTooLargeError):
             "smaller pieces (e.g. map the work with .expand() so that each task returns its part).", where, uri)
 
 
+class XComStoreUnavailableError(XComStoreError, StoreUnavailableError):
+    """The store's server cannot be reached while a task writes or reads an XCom value."""
+
+    def __init__(self, where: dict, cause: StoreUnavailableError, writing: bool):
+        self.backend, self.hint = cause.backend, cause.hint
+        verb = "stored" if writing else "read"
+        XComStoreError.__init__(
+            self, f"{describe(where)} cannot be {verb}: {str(cause).rstrip('.')}. The [asgard] settings "
+            "(AIRFLOW__ASGARD__BACKEND, __CONTACT_POINTS, __HOST, __PORT, ...) say where the store is; the task "
+            "can be retried once it answers.", where, getattr(cause, "where", ""))
+
+
 class XComBackendConfigError(StoreConfigError):
     """The ``[asgard]`` settings (or the connection they name) cannot be used."""
 
 
 __all__ = [
     "XComStoreError", "XComValueMissingError", "XComValueCorruptError", "XComValueTamperedError",
-    "XComValueTooLargeError", "XComBackendConfigError", "describe",
+    "XComValueTooLargeError", "XComStoreUnavailableError", "XComBackendConfigError", "describe",
 ]

@@ -32,6 +32,9 @@ What goes where:
 * Key layout: one store scope per DAG run, ``airflow/<dag_id>/<run_id>``; the object's path in it
   is ``<task_id>/<map_index>/<key>`` (``map_index`` -1 for an unmapped task), e.g. scope
   ``airflow/etl/manual__2026-01-01T00:00:00+00:00``, path ``train/-1/return_value``.
+  A list that a downstream ``.expand()`` maps over is stored element by element, at
+  ``<task_id>/<map_index>/<key>/<i>``: each mapped task instance reads only its own element, and
+  a task that takes the whole value gets a read-only sequence that fetches elements as indexed.
   Each run also gets a marker object in scope ``airflow-runs`` (path ``<dag_id>/<run_id>``), the
   index ``asgard airflow purge`` walks to find runs that Airflow's database no longer has.
 * :meth:`CassandraXComBackend.purge` (Airflow calls it when a task instance is cleared or retried)
@@ -54,9 +57,11 @@ come from code: ``username``, ``password`` and ``signing_key`` are read from the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -65,14 +70,17 @@ from airflow.sdk.bases.xcom import BaseXCom
 
 from asgard.resources.stores.base import ObjectKey, ObjectStore
 from asgard.resources.stores.errors import (
-    CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreError, TamperedObjectError,
+    CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreError,
+    StoreUnavailableError, TamperedObjectError,
 )
 from asgard.resources.stores.registry import BACKENDS, open_store
 
 from .errors import (
-    XComBackendConfigError, XComValueCorruptError, XComValueMissingError, XComValueTamperedError,
-    XComValueTooLargeError, describe,
+    XComBackendConfigError, XComStoreUnavailableError, XComValueCorruptError, XComValueMissingError,
+    XComValueTamperedError, XComValueTooLargeError, describe,
 )
+
+log = logging.getLogger(__name__)
 
 SECTION = "asgard"
 #: the key that marks an Airflow xcom row's value as a reference to a stored object
@@ -286,9 +294,32 @@ def _inline_form(value: Any, threshold: int) -> Any:
     return serialized
 
 
+#: the length Airflow will map a value over, while ``set`` serializes it (None: not mapped over)
+_mapping = threading.local()
+
+
 class CassandraXComBackend(BaseXCom):
     """Airflow's XCom, with values over ``[asgard] threshold_bytes`` kept in the asgard store
     (Cassandra by default; Redis, S3 or local through the same class). See the module docstring."""
+
+    # Airflow tells ``set`` (not ``serialize_value``) that downstream tasks map over the value
+    @classmethod
+    def set(cls, key, value, *, dag_id, task_id, run_id, map_index=-1, dag_result=False, _mapped_length=None):
+        _mapping.length = _mapped_length
+        try:
+            super().set(key, value, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index,
+                        dag_result=dag_result, _mapped_length=_mapped_length)
+        finally:
+            _mapping.length = None
+
+    @classmethod
+    async def aset(cls, key, value, *, dag_id, task_id, run_id, map_index=-1, dag_result=False, _mapped_length=None):
+        _mapping.length = _mapped_length
+        try:
+            await super().aset(key, value, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index,
+                               dag_result=dag_result, _mapped_length=_mapped_length)
+        finally:
+            _mapping.length = None
 
     @staticmethod
     def serialize_value(value: Any, *, key: str | None = None, task_id: str | None = None,
@@ -304,11 +335,16 @@ class CassandraXComBackend(BaseXCom):
                 "stored; serialize_value was called without them (outside a task's XCom push).")
         store = configured_store(settings)
         okey = object_key(dag_id, run_id, task_id, map_index, key)
-        _mark_run(store, dag_id, run_id)
         try:
+            _mark_run(store, dag_id, run_id)
+            length = getattr(_mapping, "length", None)
+            if length is not None and isinstance(value, (list, tuple)) and len(value) == length:
+                return _put_items(store, okey, value, where)
             result = store.put(okey, value)
         except ObjectTooLargeError as exc:
             raise XComValueTooLargeError(where, exc.uri, exc.size, exc.limit) from None
+        except StoreUnavailableError as exc:
+            raise XComStoreUnavailableError(where, exc, writing=True) from exc
         m = result.manifest
         return {
             REFERENCE_MARKER: REFERENCE_VERSION,
@@ -339,6 +375,8 @@ class CassandraXComBackend(BaseXCom):
                 pass
         if not is_reference(value):
             return BaseXCom.deserialize_value(result)
+        if "items" in value:
+            return StoredSequence(value)
         return load_reference(value)
 
     @staticmethod
@@ -363,11 +401,11 @@ class CassandraXComBackend(BaseXCom):
             return
         try:
             store = configured_store()
-            store.delete(ObjectKey(value["scope"], value["path"]))
+            paths = ([f"{value['path']}/{i}" for i in range(value["items"])] if "items" in value else [value["path"]])
+            for path in paths:
+                store.delete(ObjectKey(value["scope"], path))
         except StoreError as exc:
-            import logging
-
-            logging.getLogger(__name__).warning("Could not purge %s (%s); it expires at %s", value.get("uri"), exc,
+            log.warning("Could not purge %s (%s); it expires at %s", value.get("uri"), exc,
                                                 value.get("expires_at"))
 
 
@@ -382,9 +420,60 @@ def _mark_run(store: ObjectStore, dag_id: str, run_id: str) -> None:
     _marked_runs.add(token)
 
 
-def load_reference(ref: dict) -> Any:
+def _put_items(store: ObjectStore, base: ObjectKey, items, where: dict) -> dict:
+    """A list that downstream tasks map over, one object per element (``<path>/<i>``)."""
+    sizes, checksums, uri = [], [], store.uri(base)
+    try:
+        for i, item in enumerate(items):
+            result = store.put(ObjectKey(base.scope, f"{base.path}/{i}"), item)
+            sizes.append(result.manifest.size)
+            checksums.append(f"crc32:{result.manifest.checksum}")
+    except ObjectTooLargeError as exc:
+        raise XComValueTooLargeError(where, exc.uri, exc.size, exc.limit) from None
+    now = time.time()
+    return {REFERENCE_MARKER: REFERENCE_VERSION, "uri": uri, "backend": store.backend, "scope": base.scope,
+            "path": base.path, "items": len(sizes), "bytes": sum(sizes), "codec": store.codec.name,
+            "item_bytes": sizes, "item_checksums": checksums, "signed": store.signer is not None,
+            "python_type": f"{type(items).__module__}.{type(items).__qualname__}", "created_at": _iso(now),
+            "expires_at": _iso(now + store.ttl_seconds), **where,
+            "map_index": -1 if where["map_index"] is None else int(where["map_index"])}
+
+
+class StoredSequence(Sequence):
+    """A stored list that a task received whole: elements are read from the store when indexed
+    (a mapped task instance indexes only its own), each once."""
+
+    def __init__(self, ref: dict):
+        self._ref, self._cache = ref, {}
+
+    def __len__(self) -> int:
+        return self._ref["items"]
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = index + len(self) if index < 0 else index
+        if not 0 <= i < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} stored items")
+        if i not in self._cache:
+            ref = {**self._ref, "path": f"{self._ref['path']}/{i}", "bytes": self._ref["item_bytes"][i],
+                   "checksum": self._ref["item_checksums"][i]}
+            ref["uri"] = f"{self._ref['uri']}/{i}"
+            self._cache[i] = load_reference(ref, item=i)
+        return self._cache[i]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (list, tuple, StoredSequence)) and len(other) == len(self) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"<StoredSequence of {len(self)} items at {self._ref['uri']}>"
+
+
+def load_reference(ref: dict, item: int | None = None) -> Any:
     """The value a reference row stands for, or a typed error naming the task, key and run."""
     where = {name: ref.get(name) for name in ("dag_id", "run_id", "task_id", "map_index", "key")}
+    if item is not None:
+        where["key"] = f"{where['key']}[{item}]"
     uri = ref.get("uri", "")
     try:
         key = ObjectKey(ref["scope"], ref["path"])
@@ -403,11 +492,14 @@ def load_reference(ref: dict) -> Any:
         why = (f"it expired at {expires}: ttl_seconds is too short for this run" if expired else
                f"purged or deleted before its expiry at {expires}")
         raise XComValueMissingError(where, uri, why) from None
+    except StoreUnavailableError as exc:
+        raise XComStoreUnavailableError(where, exc, writing=False) from exc
     except TamperedObjectError as exc:
         raise XComValueTamperedError(where, uri, str(exc), exc.key_id) from None
     except (CorruptChunkError, CorruptManifestError) as exc:
         raise XComValueCorruptError(where, uri, str(exc)) from None
     m = got.manifest
+    log.info("Read %s from %s: %d bytes in %.3f s", describe(where), uri, m.size, got.seconds)
     # the store's checks prove the object is whole; this proves it is the one the row recorded
     if ref.get("checksum") not in (None, f"crc32:{m.checksum}") or ref.get("bytes") not in (None, m.size):
         raise XComValueCorruptError(

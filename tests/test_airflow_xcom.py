@@ -151,12 +151,14 @@ def test_mapped_outputs_and_fan_in(airflow_home, store):
     assert store.list_paths(scope) == [f"make/{i}/return_value" for i in range(4)]
 
 
-@pytest.mark.parametrize("mode, error, words", [
-    ("chunk", "XComValueCorruptError", ["is corrupt in the store", "crc32"]),
-    ("delete", "XComValueMissingError", ["is not in the store", "purged or deleted before its expiry"]),
+@pytest.mark.parametrize("mode, error, words, ttl", [
+    ("chunk", "XComValueCorruptError", ["is corrupt in the store", "crc32"], TTL),
+    ("delete", "XComValueMissingError", ["is not in the store", "purged or deleted before its expiry"], TTL),
+    ("expire", "XComValueMissingError", ["is not in the store", "expired at", "ttl_seconds is too short"], 2),
 ])
-def test_damaged_value_fails_the_reading_task(airflow_home, mode, error, words):
-    rc, out, run_id = dags_test(airflow_home, "asgard_tamper", conf={"mode": mode})
+def test_damaged_value_fails_the_reading_task(airflow_home, mode, error, words, ttl):
+    rc, out, run_id = dags_test(airflow_home, "asgard_tamper", conf={"mode": mode},
+                                extra_env={"AIRFLOW__ASGARD__TTL_SECONDS": str(ttl)})
     assert rc != 0, out[-5000:]
     assert f"ASGARD-MEDDLE mode={mode}" in out
     states = task_states(airflow_home, "asgard_tamper", run_id)
@@ -195,6 +197,57 @@ def test_value_over_the_limit_fails_before_writing(airflow_home, store):
     assert "nothing was written" in line and "AIRFLOW__ASGARD__MAX_OBJECT_BYTES" in line
     assert store.list_paths(f"airflow/asgard_too_large/{run_id}") == []
     assert xcom_rows(airflow_home, "asgard_too_large", run_id) == {}
+
+
+def test_mapped_instances_read_only_their_element(airflow_home, store):
+    """A large list that .expand() maps over is stored per element: each mapped instance reads its own."""
+    rc, out, run_id = dags_test(airflow_home, "asgard_expand")
+    assert rc == 0 and "ASGARD-CHECK whole ok" in out, out[-5000:]
+    ref = _reference(xcom_rows(airflow_home, "asgard_expand", run_id)[("make_list", -1, "return_value")])
+    assert ref["items"] == 4 and ref["path"] == "make_list/-1/return_value"
+    scope = f"airflow/asgard_expand/{run_id}"
+    assert store.list_paths(scope) == [f"make_list/-1/return_value/{i}" for i in range(4)]
+    reads = {}  # (task, map index) -> the XCom keys it read, from each task's part of the output
+    for part in out.split("[DAG TEST] starting task_id=")[1:]:
+        task_id, index = re.match(r"(\w+) map_index=(-?\d+)", part).groups()
+        reads[(task_id, int(index))] = re.findall(r"Read XCom '([^']+)' of task 'make_list'", part)
+    for i in range(4):
+        assert reads[("use", i)] == [f"return_value[{i}]"], reads
+    assert sorted(reads[("whole", -1)]) == [f"return_value[{i}]" for i in range(4)]
+
+
+def test_unreachable_store_and_bad_settings_fail_the_task_clearly(airflow_home):
+    rc, out, run_id = dags_test(airflow_home, "asgard_too_large",
+                                extra_env={"AIRFLOW__ASGARD__BACKEND": "redis", "AIRFLOW__ASGARD__PORT": "1"})
+    assert rc != 0
+    line = next(l for l in out.splitlines() if l.startswith("asgard_airflow.errors.XComStoreUnavailableError: "))
+    assert f"task 'produce' in run '{run_id}'" in line and "cannot be stored: Redis is unreachable at 127.0.0.1:1" in line
+    rc, out, run_id = dags_test(airflow_home, "asgard_too_large", extra_env={"AIRFLOW__ASGARD__TTL_SECONDS": "0"})
+    assert rc != 0
+    line = next(l for l in out.splitlines() if l.startswith("asgard_airflow.errors.XComBackendConfigError: "))
+    assert "[asgard] ttl_seconds = 0: every stored XCom value needs a lifetime" in line
+
+
+def test_purge_selection_rules():
+    from asgard_airflow.cli import parse_older_than, select_runs
+
+    now = 1_800_000_000.0
+    assert parse_older_than("7d", now) == now - 7 * 86400 and parse_older_than("90s", now) == now - 90
+    assert parse_older_than("2026-01-01") == parse_older_than("2026-01-01T00:00:00+00:00")
+    import click
+
+    with pytest.raises(click.BadParameter, match="neither a duration"):
+        parse_older_than("soon")
+    runs = [{"dag_id": d, "run_id": r, "scope": f"airflow/{d}/{r}", "written_at": t}
+            for d, r, t in (("a", "r1", now - 10), ("a", "r2", now - 1000), ("b", "r1", now - 1000))]
+    live = {("a", "r1")}
+    pick = lambda **kw: [(r["dag_id"], r["run_id"]) for r in select_runs(runs, live, **{  # noqa: E731
+        "dag_id": None, "run_id": None, "cutoff": None, "orphans": False, **kw})]
+    assert pick() == [("a", "r2"), ("b", "r1")]  # no filter: only runs Airflow no longer has
+    assert pick(dag_id="a") == [("a", "r1"), ("a", "r2")]  # a filter: whether or not Airflow has them
+    assert pick(cutoff=now - 100) == [("a", "r2"), ("b", "r1")]
+    assert pick(dag_id="a", orphans=True) == [("a", "r2")]
+    assert pick(run_id="r1") == [("a", "r1"), ("b", "r1")]
 
 
 def test_retry_purges_the_first_try_value(airflow_home, store):

@@ -3,7 +3,8 @@ and ``consume`` must fail with the backend's typed error (tests/test_airflow_xco
 
 conf ``{"mode": ...}``: ``chunk`` writes garbage over the first chunk (checksums catch it),
 ``unsigned`` stores another value without the signing key (the signature check catches it),
-``delete`` deletes the object (a missing value), ``none`` leaves it alone.
+``delete`` deletes the object (a missing value), ``expire`` waits out the store's TTL (the test
+sets 2 s), ``none`` leaves it alone.
 """
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def asgard_tamper():
             store.put(key, b"\x66" * SIZE)
         elif mode == "delete":
             store.delete(key)
+        elif mode == "expire":
+            import time
+
+            time.sleep(store.ttl_seconds + 1.5)
         print(f"ASGARD-MEDDLE mode={mode} key={key}")
 
     @task
