@@ -367,12 +367,7 @@ class CassandraXComBackend(BaseXCom):
 
     @staticmethod
     def deserialize_value(result) -> Any:
-        value = result.value
-        if isinstance(value, str) and REFERENCE_MARKER in value:  # a row read raw (JSON text)
-            try:
-                value = json.loads(value)
-            except ValueError:
-                pass
+        value = result.value  # parsed JSON: a str is a user's string, never read as a reference
         if not is_reference(value):
             return BaseXCom.deserialize_value(result)
         if "items" in value:
@@ -384,8 +379,11 @@ class CassandraXComBackend(BaseXCom):
         """What the UI shows for a row (Airflow 2's hook; Airflow 3 shows the row's JSON itself):
         the reference summarized, never a fetch of the stored value."""
         value = result.value
-        if isinstance(value, str) and REFERENCE_MARKER in value:
-            value = json.loads(value)
+        if isinstance(value, str) and REFERENCE_MARKER in value:  # the ORM row's JSON text
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
         if is_reference(value):
             return f"{value['uri']} ({value['bytes']:,} bytes, {value['codec']}, expires {value['expires_at']})"
         return BaseXCom.deserialize_value(result)
@@ -395,8 +393,6 @@ class CassandraXComBackend(BaseXCom):
         """Delete the stored object a row refers to (Airflow calls this before it deletes the row:
         a cleared or retried task instance). A failure is logged, not raised: the TTL still ends it."""
         value = getattr(xcom, "value", None)
-        if isinstance(value, str) and REFERENCE_MARKER in value:
-            value = json.loads(value)
         if not is_reference(value):
             return
         try:

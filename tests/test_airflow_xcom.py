@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 DAGS = REPO / "tests" / "airflow_dags"
 BIN = Path(sys.executable).parent
 KEYSPACE = "asgard_airflow_test"
-REDIS_PREFIX = "asgard-airflow-test"
+OTHER_PREFIX = "asgard-airflow-test"  # the Redis key prefix and the S3 key prefix of these tests
 THRESHOLD = 64 * 1024
 TTL = 3600
 SIGNING_KEY = "airflow-test-signing-key-0123456789abcdef"
@@ -260,17 +260,22 @@ def test_retry_purges_the_first_try_value(airflow_home, store):
     assert store.list_paths(f"airflow/asgard_retry/{run_id}") == []
 
 
-def test_redis_backend_through_the_same_class(airflow_home, redis_server):
-    redis_env = {"AIRFLOW__ASGARD__BACKEND": "redis", "AIRFLOW__ASGARD__KEY_PREFIX": REDIS_PREFIX}
-    rc, out, run_id = dags_test(airflow_home, "asgard_big_small", extra_env=redis_env)
+@pytest.mark.parametrize("backend, server, option, scheme", [
+    ("redis", "redis_server", "key_prefix", "redis://"),
+    ("s3", "minio_server", "prefix", "s3://"),
+])
+def test_other_backends_through_the_same_class(airflow_home, request, backend, server, option, scheme):
+    request.getfixturevalue(server)  # started if down; fails if it cannot be
+    other_env = {"AIRFLOW__ASGARD__BACKEND": backend, f"AIRFLOW__ASGARD__{option.upper()}": OTHER_PREFIX}
+    rc, out, run_id = dags_test(airflow_home, "asgard_big_small", extra_env=other_env)
     assert rc == 0 and "ASGARD-CHECK big ok" in out, out[-5000:]
     ref = _reference(xcom_rows(airflow_home, "asgard_big_small", run_id)[("produce_big", -1, "return_value")])
-    assert ref["backend"] == "redis" and ref["uri"].startswith("redis://")
-    redis = open_store("redis", key_prefix=REDIS_PREFIX)
+    assert ref["backend"] == backend and ref["uri"].startswith(scheme), ref["uri"]
+    other = open_store(backend, **{option: OTHER_PREFIX})
     scope = f"airflow/asgard_big_small/{run_id}"
-    assert redis.list_paths(scope) == ["produce_big/-1/return_value"]
-    _asgard({**airflow_home["env"], **redis_env}, "airflow", "purge", "--run-id", run_id)
-    assert redis.list_paths(scope) == [] and redis.list_paths("airflow-runs") == []
+    assert other.list_paths(scope) == ["produce_big/-1/return_value"]
+    _asgard({**airflow_home["env"], **other_env}, "airflow", "purge", "--run-id", run_id)
+    assert other.list_paths(scope) == [] and other.list_paths("airflow-runs") == []
 
 
 def test_db_clean_then_purge_leaves_nothing(airflow_home, store):
