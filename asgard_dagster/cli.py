@@ -9,6 +9,7 @@
     asgard bench dynamic [--json]                             bursts of apps: static default, static tuned, Asgard
     asgard bench scaling [--json]                             1 and N pinned Cassandra instances against one unpinned
     asgard tune ...                                           the tuner (calibrate, rank, fit, evaluate, recommend)
+    asgard airflow purge [--dag-id D] [--run-id R] [--older-than 7d]   stored XCom values of runs Airflow no longer has
 """
 from __future__ import annotations
 
@@ -263,6 +264,7 @@ def _mount_optional(parent: click.Group, module: str, attr: str) -> None:
 
 _mount_optional(main, "asgard.tuner.cli", "tune")
 _mount_optional(main, "asgard_bench.cli", "bench")
+_mount_optional(main, "asgard_airflow.cli", "airflow")
 
 if __name__ == "__main__":
     sys.exit(main())

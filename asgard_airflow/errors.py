@@ -1,0 +1,98 @@
+"""Typed errors of the Airflow XCom backend.
+
+Each subclasses both :class:`XComStoreError` (it knows the DAG, run, task, map index and XCom
+key) and the store's own error for the same failure, so ``except ObjectMissingError`` written
+against the store catches it too. The message says which task's XCom, where, and what to do.
+"""
+from __future__ import annotations
+
+from asgard.resources.stores.errors import (
+    CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreConfigError, StoreError,
+    StoreUnavailableError, TamperedObjectError,
+)
+
+
+def describe(where: dict) -> str:
+    """``XCom 'return_value' of task 'produce' (map index 3) in run 'manual__...' of DAG 'd'``."""
+    index = where.get("map_index", -1)
+    mapped = f" (map index {index})" if index is not None and index >= 0 else ""
+    return (f"XCom {where.get('key')!r} of task {where.get('task_id')!r}{mapped} in run {where.get('run_id')!r} "
+            f"of DAG {where.get('dag_id')!r}")
+
+
+class XComStoreError(StoreError):
+    """A stored XCom value cannot be written or read. ``where`` names the DAG, run, task, map
+    index and key; ``uri`` the object in the store."""
+
+    def __init__(self, message: str, where: dict, uri: str = ""):
+        self.where, self.uri = dict(where), uri
+        self.dag_id, self.run_id = where.get("dag_id"), where.get("run_id")
+        self.task_id, self.map_index, self.key = where.get("task_id"), where.get("map_index"), where.get("key")
+        Exception.__init__(self, message)
+
+    def __str__(self) -> str:  # KeyError (ObjectMissingError's base) would repr() the message
+        return self.args[0]
+
+
+RERUN = "Clear the producing task (and its downstream tasks) so that it runs again and pushes a fresh value."
+
+
+class XComValueMissingError(XComStoreError, ObjectMissingError):
+    """The Airflow row refers to an object the store no longer has: expired, purged, never written."""
+
+    def __init__(self, where: dict, uri: str, why: str):
+        self.ttl_seconds = None
+        XComStoreError.__init__(self, f"{describe(where)} is not in the store: no object at {uri} ({why}). {RERUN}",
+                                where, uri)
+
+
+class XComValueCorruptError(XComStoreError, CorruptChunkError, CorruptManifestError):
+    """The stored object fails its checksums, or is not the object the Airflow row recorded."""
+
+    def __init__(self, where: dict, uri: str, detail: str):
+        self.chunk = None
+        XComStoreError.__init__(
+            self, f"{describe(where)} is corrupt in the store at {uri}: {detail.rstrip('.')}. It was refused before being "
+            f"unpickled. {RERUN}", where, uri)
+
+
+class XComValueTamperedError(XComStoreError, TamperedObjectError):
+    """With a signing key: the stored object's signature does not verify, or it is unsigned."""
+
+    def __init__(self, where: dict, uri: str, detail: str, key_id: str = ""):
+        self.key_id = key_id
+        XComStoreError.__init__(
+            self, f"{describe(where)} was refused before being unpickled: {detail.rstrip('.')}. {RERUN}", where, uri)
+
+
+class XComValueTooLargeError(XComStoreError, ObjectTooLargeError):
+    """A value is over the store's ``max_object_bytes``: refused before anything was written."""
+
+    def __init__(self, where: dict, uri: str, size: int, limit: int):
+        self.size, self.limit = size, limit
+        XComStoreError.__init__(
+            self, f"{describe(where)} is {size:,} bytes serialized, over the store's limit of {limit:,} bytes; "
+            "nothing was written. Raise [asgard] max_object_bytes (AIRFLOW__ASGARD__MAX_OBJECT_BYTES), or return "
+            "smaller pieces (e.g. map the work with .expand() so that each task returns its part).", where, uri)
+
+
+class XComStoreUnavailableError(XComStoreError, StoreUnavailableError):
+    """The store's server cannot be reached while a task writes or reads an XCom value."""
+
+    def __init__(self, where: dict, cause: StoreUnavailableError, writing: bool):
+        self.backend, self.hint = cause.backend, cause.hint
+        verb = "stored" if writing else "read"
+        XComStoreError.__init__(
+            self, f"{describe(where)} cannot be {verb}: {str(cause).rstrip('.')}. The [asgard] settings "
+            "(AIRFLOW__ASGARD__BACKEND, __CONTACT_POINTS, __HOST, __PORT, ...) say where the store is; the task "
+            "can be retried once it answers.", where, getattr(cause, "where", ""))
+
+
+class XComBackendConfigError(StoreConfigError):
+    """The ``[asgard]`` settings (or the connection they name) cannot be used."""
+
+
+__all__ = [
+    "XComStoreError", "XComValueMissingError", "XComValueCorruptError", "XComValueTamperedError",
+    "XComValueTooLargeError", "XComStoreUnavailableError", "XComBackendConfigError", "describe",
+]
