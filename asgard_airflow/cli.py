@@ -125,7 +125,7 @@ def purge(dag_id, run_id, older_than, orphans, dry_run, as_json):
     """Delete stored XCom values of DAG runs: by default those whose runs are gone from Airflow's
     metadata database (what `airflow db clean` left behind in the store)."""
     try:
-        import airflow  # noqa: F401 - Airflow first: its start-up resolves [core] xcom_backend, i.e. imports .xcom
+        import airflow  # noqa: F401 -- Airflow first: its start-up resolves [core] xcom_backend, i.e. imports .xcom
     except ImportError as exc:
         raise click.ClickException(f"asgard airflow purge needs Airflow ({exc}): pip install -e '.[airflow]'") from exc
 
