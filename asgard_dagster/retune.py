@@ -9,7 +9,9 @@
    neural-network ensemble or LightGBM) for the best Cassandra configuration of that workload;
 3. ``reconfigure``: finds the ring through the job's connection (``system.local`` and
    ``system.peers_v2``; each member 127.0.0.i is the local instance the project runs, which must
-   be running: a member that is down is never started, nothing is applied), reads the
+   be running: a member that is down is never started, nothing is applied. A ring with a member
+   the project does not run -- the user's own cluster -- is tuned from outside instead, creating
+   and restarting nothing: :mod:`.retune_unmanaged`), reads the
    configuration in force back from every member (keyspace and table options,
    ``system_views.settings``: :mod:`asgard.tuner.readback`), changes only the searched knobs of it, and
    runs SOPHIA's cost-benefit analysis; applies the result only when the projected gain over the
@@ -217,7 +219,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
     @op
     def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
-        from asgard.resources.cassandra.cluster import HintsPendingError, RingMemberError, local_ring
+        from asgard.resources.cassandra.cluster import HintsPendingError, RingMemberError, managed_ring
         from asgard.resources.process import port_open
         from asgard.resources.stores.cql import CassandraObjectStore
         from asgard.tuner.costbenefit import decide, needs_restart
@@ -250,11 +252,16 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
             store = asgard_cassandra.get_store(contact_points=contact, keyspace=config.keyspace)
         else:  # no login configured for a secure local node: the job manages it, with its own CA and superuser
             store = CassandraObjectStore(**entry.client_options(), keyspace=config.keyspace)
-        store.ensure_schema()
-        try:  # every member the cluster names, as the local instance that runs it
-            ring = local_ring(store.session)
+        try:  # every member the cluster names, as the local instance that runs it (or not ours)
+            ring, all_members, foreign = managed_ring(store.session)
         except RingMemberError as exc:
             return nothing(f"nothing read, nothing applied: {exc}")
+        if ring is None:  # a cluster the project does not run: tuned from outside, created on nothing
+            from .retune_unmanaged import reconfigure_unmanaged
+
+            return reconfigure_unmanaged(context, store, config, recommendation, model, all_members, foreign,
+                                         asgard_cassandra.jmx_endpoints_for(all_members), finish)
+        store.ensure_schema()  # the project's own ring: its tables exist before they are tuned
         members = [n.address for n in ring.nodes]
         # the configuration in force, read back from every member, not from a record of what was applied
         by_member = read_member_configurations(store.session, config.keyspace, members)

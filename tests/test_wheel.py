@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -52,8 +53,16 @@ USER_JOB = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # built from a copy of the tracked files: setuptools' build/ in the checkout could carry a
+    # module the tree no longer has into the wheel
+    source = tmp_path_factory.mktemp("source") / "asgard-dagster"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout.split(b"\0")
+    for name in filter(None, (t.decode() for t in tracked)):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(REPO)], check=True, capture_output=True, text=True)
+                    str(source)], check=True, capture_output=True, text=True)
     (built,) = out.glob("asgard_dagster-*.whl")
     return built
 

@@ -66,6 +66,34 @@ class CassandraResource(ConfigurableResource):
         "does not wait for a restarting member (LOCAL_QUORUM falls to the live replica). 0 fails at once.",
     )
 
+    jmx_port: Optional[int] = Field(
+        default=None, description="JMX port of every member of a cluster the project does not run (each at its own "
+        "address): the retune job sets live settings there with nodetool's transport. None: live settings are "
+        "recorded as not applied, with the nodetool command and cassandra.yaml change an operator would make.")
+    jmx_endpoints: dict[str, str] = Field(
+        default={}, description="Member address -> 'host:port' of its JMX, where it differs from address:jmx_port "
+        "(a tunnel, a NAT).")
+    jmx_username: Optional[str] = Field(default=None, description="JMX user (pass EnvVar('...')).")
+    jmx_password: Optional[str] = Field(default=None, description="JMX password (pass EnvVar('...'), never a literal).")
+    jmx_ssl: bool = Field(default=False, description="JMX over TLS (nodetool --ssl), trusting jmx_truststore.")
+    jmx_truststore: Optional[str] = Field(default=None, description="JKS/PKCS12 truststore for JMX over TLS.")
+
+    def jmx_endpoints_for(self, members: list[str]) -> dict:
+        """Each member's :class:`~asgard.tuner.unmanaged.JmxEndpoint`, where one is configured."""
+        from asgard.tuner.unmanaged import JmxEndpoint
+
+        out = {}
+        endpoints = dict(self.jmx_endpoints or {})
+        for member in members:
+            where = endpoints.get(member) or (f"{member}:{self.jmx_port}" if self.jmx_port else None)
+            if where is None:
+                continue
+            host, _, port = where.rpartition(":")
+            out[member] = JmxEndpoint(host=host, port=int(port), username=resolved(self.jmx_username),
+                                      password=resolved(self.jmx_password), ssl=self.jmx_ssl,
+                                      truststore=self.jmx_truststore)
+        return out
+
     def connection_kwargs(self) -> dict:
         kwargs = dict(
             contact_points=list(self.contact_points), port=self.port, keyspace=self.keyspace, table=self.table,

@@ -369,3 +369,34 @@ def local_cluster(nodes: int | None = None) -> CassandraCluster:
     else:
         state.write_text(yaml.safe_dump({"nodes": nodes}))
     return CassandraCluster(nodes=nodes)
+
+
+def managed_ring(session) -> tuple[CassandraCluster | None, list[str], list[str]]:
+    """``(ring, members, not ours)``: the ring a driver session reaches as the local instances the
+    project runs (what :func:`local_ring` gives), or ``None`` with the members that are not such
+    an instance when any is not -- a cluster someone else runs (their addresses, or 127.0.0.i with
+    no server of this project's behind it), which the retune job tunes from outside and never
+    restarts. A member of the project's that is down still raises :class:`RingMemberError` (it is
+    never started here); a member that answers is never called down."""
+    import re
+
+    members = ring_members(session)
+    up = {h.address for h in session.cluster.metadata.all_hosts() if h.is_up}
+    foreign = []
+    for address, _ in members:
+        match = re.fullmatch(r"127\.0\.0\.(\d{1,3})", address)
+        node = None
+        if match:
+            try:
+                node = CassandraNode.launched(int(match.group(1)))
+            except ServerError:
+                node = None
+        if node is not None and node.is_running():
+            continue
+        if node is not None and address not in up and node.launch_file.exists():
+            continue  # the project's own member, down: local_ring says so (and never starts it)
+        foreign.append(address)
+    addresses = [a for a, _ in members]
+    if foreign:
+        return None, addresses, foreign
+    return local_ring(session), addresses, []

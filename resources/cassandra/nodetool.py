@@ -24,10 +24,14 @@ class NodetoolError(RuntimeError):
 
 
 def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeout: float = 120,
-             credentials: tuple[str, Path] | None = None, prefix: list[str] | None = None) -> str:
+             credentials: tuple[str, Path] | None = None, prefix: list[str] | None = None,
+             host: str = "127.0.0.1", ssl: bool = False, truststore: str | None = None,
+             truststore_password: str | None = None) -> str:
     """Run ``nodetool args`` against the JMX port; ``credentials`` (user, file of ``user password``
     lines) for a node with JMX authentication: the password goes by file, never on the command line.
-    ``prefix``: run it so (``ip netns exec NS`` for a node in a namespace, whose JMX is on its loopback)."""
+    ``prefix``: run it so (``ip netns exec NS`` for a node in a namespace, whose JMX is on its loopback).
+    ``host``: a remote member's JMX (a cluster the project does not run); ``ssl``: JMX over TLS,
+    trusting ``truststore``."""
     lib = install(version)
     logback = cache_dir("cassandra") / "nodetool-logback.xml"
     if not logback.exists() or logback.read_text() != QUIET_LOGBACK:
@@ -37,13 +41,15 @@ def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeou
         shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         *JVM17_FLAGS, "-Dcassandra.logdir=/tmp",
         f"-Dlogback.configurationFile=file://{logback}",
+        *([f"-Djavax.net.ssl.trustStore={truststore}"] if truststore else []),
+        *([f"-Djavax.net.ssl.trustStorePassword={truststore_password}"] if truststore_password else []),
         "-cp", f"{lib}/*", "org.apache.cassandra.tools.NodeTool",
-        "-h", "127.0.0.1", "-p", str(jmx_port),
+        "-h", host, "-p", str(jmx_port), *(["--ssl"] if ssl else []),
         *(["-u", credentials[0], "-pwf", str(credentials[1])] if credentials else []), *args,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise NodetoolError(f"nodetool {' '.join(args)} (JMX 127.0.0.1:{jmx_port}) failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise NodetoolError(f"nodetool {' '.join(args)} (JMX {host}:{jmx_port}) failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
 
 

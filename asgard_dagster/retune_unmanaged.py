@@ -1,0 +1,76 @@
+"""The retune job's ``reconfigure`` step on a cluster the project does not run.
+
+Reached when a member of the ring is not a local instance of this project (the user's own
+cluster, on their hosts, or a Cassandra started without ``asgard cassandra up``). Nothing is
+created there and nothing is restarted: the configuration in force is read from every member
+over CQL; the decision is made on what can be changed from outside (keyspace and table options by
+CQL, live settings over JMX where :class:`~asgard_dagster.CassandraResource` gives JMX
+endpoints); the rest of the recommendation -- restart-only settings, live ones without JMX -- is
+recorded knob by knob as not applied, with why and the ``cassandra.yaml`` change an operator (or
+their cass-operator ``spec.config``) would make. The run succeeds in every case.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from dagster import MetadataValue
+
+
+def reconfigure_unmanaged(context, store, config, recommendation: dict, model, members: list[str],
+                          foreign: list[str], jmx: dict, finish: Callable[..., dict]) -> dict:
+    from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN, decide
+    from asgard.tuner.knobs import KEYSPACE, KNOBS, LIVE, TABLE
+    from asgard.tuner.readback import read_member_configurations
+    from asgard.tuner.unmanaged import apply_unmanaged, knob_report
+    from asgard.tuner.workload import Workload
+
+    from .retune import ASSUMED_LOOKAHEAD_SECONDS
+
+    session = store.session
+    up = {h.address for h in session.cluster.metadata.all_hosts() if h.is_up}
+    readable = [m for m in members if m in up]
+    by_member = read_member_configurations(session, config.keyspace, readable, table=store.table)
+    current, unreadable = by_member[readable[0]]
+    if unreadable:
+        context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
+    new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
+    with_jmx = bool(members) and all(m in jmx for m in members)
+    kinds = {TABLE, KEYSPACE} | ({LIVE} if with_jmx else set())
+    # the decision weighs what can be applied from here: nothing restarts on a cluster we do not run
+    reachable = current.replace(**{k: new[k] for k in current.diff(new) if KNOBS[k].apply in kinds})
+    lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
+    decision = decide(model, Workload(**recommendation["workload"]), current, reachable, lookahead_s=lookahead,
+                      restart_seconds=0.0, live_seconds=0.0, live_slowdown=ASSUMED_LIVE_SLOWDOWN)
+    act = config.apply and (decision.reconfigure or config.force)
+    outcomes = apply_unmanaged(session, config.keyspace, store.table, current, new, members, jmx, apply=act)
+    report = knob_report(outcomes)
+    reason = decision.reason
+    if config.force and not decision.reconfigure and act:
+        reason = f"applied as forced (force=True), though {decision.reason}"
+    elif not config.apply:
+        reason = f"a dry run (apply: false): {decision.reason}"
+    reason = (f"{reason}. The project does not run {foreign} (a cluster it did not start): it applies keyspace and "
+              f"table options by CQL{' and live settings over JMX' if with_jmx else ''}, and restarts nothing; "
+              f"{report['summary']}")
+    outcome = {"decision": {**decision.as_dict(), "reconfigure": bool(act and report["applied_knobs"]),
+                            "reason": reason, "managed": False},
+               "applied": {"knobs": report["applied_knobs"]} if act else None,
+               "in_force": current.non_default(), "unreadable": unreadable, "ring": members,
+               "not_run_by_this_project": foreign, "knobs": report["knobs"]}
+    if act:
+        outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in read_member_configurations(
+            session, config.keyspace, readable, table=store.table).items()}
+    metadata: dict[str, Any] = {
+        "benefit": MetadataValue.float(float(f"{decision.benefit_ops:.3g}")),
+        "cost": MetadataValue.float(float(f"{decision.cost_ops:.3g}")),
+        "lookahead_seconds": MetadataValue.float(lookahead),
+        "ring": MetadataValue.json(members), "managed": False,
+        "knobs": MetadataValue.json(report["knobs"]),
+        "applied_knobs": MetadataValue.json(report["applied_knobs"]),
+        "not_applied_knobs": MetadataValue.json(report["not_applied_knobs"]),
+        "predicted_gain_pct": MetadataValue.float(round(float(decision.predicted_gain_pct), 2)),
+    }
+    restart_yaml = {k: v for o in outcomes if o.yaml for k, v in o.yaml.items()}
+    if restart_yaml:
+        metadata["cassandra_yaml_for_an_operator"] = MetadataValue.json(restart_yaml)
+    return finish(outcome, **metadata)

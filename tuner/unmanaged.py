@@ -1,0 +1,203 @@
+"""Retuning a cluster the project does not run: what can be applied from outside, and a record of
+every knob of a decision as applied or not, and why.
+
+A cluster someone else runs (their operations team's, or a cass-operator ``CassandraDatacenter``)
+can still take, from a client with the right role:
+
+* keyspace and table options, by CQL (``ALTER KEYSPACE`` / ``ALTER TABLE``), on any cluster;
+* live settings, over JMX, where the user gives each member's JMX endpoint and credentials
+  (nodetool's own transport: ``nodetool -h HOST -p PORT -u USER -pwf FILE``; no shell on the host).
+
+A restart-only setting is never applied here: the project cannot restart a member it does not
+run. It is recorded as not applied, with the exact ``cassandra.yaml`` change an operator would
+make, and the same as a cass-operator ``spec.config`` fragment. Nothing is created on such a
+cluster: a keyspace or table that does not exist yet is reported, not made.
+
+Free of Dagster and Airflow: the retune job of either calls :func:`apply_unmanaged` and puts
+:func:`knob_report` in its output.
+
+Example::
+
+    outcomes = apply_unmanaged(session, "asgard", "objects", current, new,
+                               jmx={"10.0.0.5": JmxEndpoint("10.0.0.5", 7199, "ops", password)})
+    [o.as_dict() for o in outcomes]   # each changed knob: applied or not, how or why
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Any, Mapping
+
+from .knobs import CLIENT, KEYSPACE, KNOBS, LIVE, RESTART, TABLE, Configuration
+
+
+@dataclasses.dataclass(frozen=True)
+class JmxEndpoint:
+    """One member's JMX, as nodetool reaches it (``ssl``: JMX over TLS, with ``truststore`` the
+    JKS/PKCS12 file that trusts its certificate)."""
+
+    host: str
+    port: int = 7199
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+    truststore: str | None = None
+    truststore_password: str | None = None
+
+    def __repr__(self) -> str:  # never the password
+        return f"JmxEndpoint({self.host}:{self.port}, user={self.username!r}, ssl={self.ssl})"
+
+
+@dataclasses.dataclass
+class KnobOutcome:
+    """What became of one knob of a decision."""
+
+    name: str
+    kind: str  # live | table | keyspace | restart | client
+    was: Any
+    wanted: Any
+    applied: bool
+    how: str = ""  # the CQL or nodetool command that applied it
+    why: str = ""  # why it was not applied
+    yaml: dict | None = None  # the cassandra.yaml change an operator would make (restart-only knobs)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"knob": self.name, "kind": self.kind, "from": self.was, "to": self.wanted, "applied": self.applied}
+        if self.how:
+            out["how"] = self.how
+        if self.why:
+            out["why"] = self.why
+        if self.yaml is not None:
+            out["cassandra_yaml"] = self.yaml
+            out["cass_operator_spec_config"] = {"cassandra-yaml": self.yaml}
+        return out
+
+
+def yaml_change(config: Configuration, names: list[str]) -> dict[str, Any]:
+    """The ``cassandra.yaml`` keys ``names`` set in ``config`` (``None``: remove the key, back to
+    Cassandra's default), as ``Configuration.yaml_overrides`` renders them."""
+    overrides = config.yaml_overrides()
+    keys = set()
+    for name in names:
+        key = KNOBS[name].yaml_key
+        if name == "file_cache_size_mib":
+            keys |= {"file_cache_enabled", "file_cache_size"}
+        elif name == "commitlog_sync":
+            keys |= {"commitlog_sync", "commitlog_sync_group_window", "commitlog_sync_period"}
+        elif key:
+            keys.add(key)
+    return {k: overrides.get(k) for k in sorted(keys)}
+
+
+def _exists(session: Any, keyspace: str, table: str | None = None) -> bool:
+    if table is None:
+        return session.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                               (keyspace,)).one() is not None
+    return session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s AND "
+                           "table_name = %s", (keyspace, table)).one() is not None
+
+
+def remote_nodetool(endpoint: JmxEndpoint, *args: str, timeout: float = 120) -> str:
+    """``nodetool args`` against a member's JMX endpoint (the password by a 0600 file, never on
+    the command line); the tool is the one of the project's own Cassandra jars."""
+    from asgard.resources.cassandra.nodetool import nodetool
+
+    with tempfile.TemporaryDirectory(prefix="asgard-jmx-") as tmp:
+        credentials = None
+        if endpoint.username:
+            path = os.path.join(tmp, "jmx.password")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{endpoint.username} {endpoint.password or ''}\n")
+            credentials = (endpoint.username, path)
+        return nodetool(endpoint.port, *args, timeout=timeout, credentials=credentials, host=endpoint.host,
+                        ssl=endpoint.ssl, truststore=endpoint.truststore,
+                        truststore_password=endpoint.truststore_password)
+
+
+def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configuration, new: Configuration,
+                    members: list[str], jmx: Mapping[str, JmxEndpoint] | None = None,
+                    apply: bool = True) -> list[KnobOutcome]:
+    """Bring what can be changed from outside to ``new``; one :class:`KnobOutcome` per knob that
+    differs. ``members``: the ring's member addresses; ``jmx``: each member's endpoint (a live
+    setting is applied only if every member has one). ``apply=False``: the same record, nothing
+    changed (a dry run)."""
+    changed = current.diff(new)
+    outcomes: list[KnobOutcome] = []
+    jmx = dict(jmx or {})
+    without_jmx = [m for m in members if m not in jmx]
+    keyspace_exists = _exists(session, keyspace)
+    table_exists = keyspace_exists and _exists(session, keyspace, table)
+    table_cql = keyspace_cql = None
+    for name in sorted(changed):
+        was, wanted = changed[name]
+        kind = KNOBS[name].apply
+        outcome = KnobOutcome(name, kind, was, wanted, applied=False)
+        if kind == KEYSPACE:
+            if not keyspace_exists:
+                outcome.why = (f"keyspace {keyspace} does not exist yet (nothing is created on a cluster the "
+                               "project does not run): the store creates it with its first output")
+            else:
+                keyspace_cql = new.alter_keyspace_cql(keyspace)
+                outcome.how = keyspace_cql
+        elif kind == TABLE:
+            if not table_exists:
+                outcome.why = (f"table {keyspace}.{table} does not exist yet (nothing is created on a cluster the "
+                               "project does not run): the store creates it with its first output")
+            else:
+                table_cql = new.alter_table_cql(keyspace, table)
+                outcome.how = table_cql
+        elif kind == LIVE:
+            if without_jmx:
+                command = " ".join(new.live_commands()[name])
+                outcome.why = (f"a live setting goes over JMX, and no JMX endpoint was given for {without_jmx} "
+                               f"(set jmx_port or jmx_endpoints, and jmx_username/jmx_password): an operator runs "
+                               f"`nodetool {command}` on each member, and sets it in cassandra.yaml to keep it")
+                outcome.yaml = yaml_change(new, [name])
+            else:
+                outcome.how = "nodetool " + " ".join(new.live_commands()[name]) + f" on {sorted(jmx)}"
+        elif kind == RESTART:
+            outcome.why = (f"restart-only, and the project does not run {members}: it restarts only members it "
+                           "launched. Change cassandra.yaml on each member and restart them one at a time (or set "
+                           "spec.config in the cass-operator CassandraDatacenter, which rolls them)")
+            outcome.yaml = yaml_change(new, [name])
+        elif kind == CLIENT:
+            client = new.client_options()
+            outcome.why = (f"a client option: set it on the IO manager or XCom backend ({client}); the retune job "
+                           "does not change a running pipeline's settings")
+        outcomes.append(outcome)
+    if not apply:
+        for o in outcomes:
+            if o.how:
+                o.why, o.how = "not applied: a dry run (apply: false)", f"would run: {o.how}"
+        return outcomes
+    if keyspace_cql:
+        session.execute(keyspace_cql, timeout=60)
+    if table_cql:
+        session.execute(table_cql, timeout=60)
+    for o in outcomes:
+        if o.kind in (KEYSPACE, TABLE) and o.how:
+            o.applied = True
+    live = [o for o in outcomes if o.kind == LIVE and o.how]
+    for o in live:
+        args = new.live_commands()[o.name]
+        failed = []
+        for member in members:
+            try:
+                remote_nodetool(jmx[member], *args)
+            except Exception as exc:  # a refused login, an unreachable port: recorded, the run goes on
+                failed.append(f"{member}: {exc}")
+        o.applied = not failed
+        if failed:
+            o.why = "JMX refused or unreachable on " + "; ".join(failed)
+    return outcomes
+
+
+def knob_report(outcomes: list[KnobOutcome]) -> dict[str, Any]:
+    """The op's record: every knob, applied or not, and a one-line summary."""
+    applied = [o.name for o in outcomes if o.applied]
+    not_applied = [o.name for o in outcomes if not o.applied]
+    return {"knobs": [o.as_dict() for o in outcomes], "applied_knobs": applied, "not_applied_knobs": not_applied,
+            "summary": (f"applied {len(applied)} of {len(outcomes)} changed knobs"
+                        + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))}
