@@ -145,3 +145,37 @@ LOGBACK_XML = """<configuration scan="false">
   <logger name="org.apache.cassandra" level="INFO"/>
 </configuration>
 """
+
+
+def server_encryption(tls: NodeTLS) -> dict[str, Any]:
+    """Internode TLS for every connection (``internode_encryption: all``), mutual: each member
+    presents its certificate and trusts only the ring's CA (PEM files, as for clients)."""
+    return {
+        "internode_encryption": "all",
+        "optional": False,
+        "ssl_context_factory": {"class_name": "org.apache.cassandra.security.PEMBasedSslContextFactory"},
+        "keystore": str(tls.keystore),
+        "truststore": str(tls.ca_cert),
+        "require_client_auth": True,
+        "require_endpoint_verification": False,  # members are reached by IP; the CA is the ring's own
+    }
+
+
+def host_ring_settings(seeds: list[str], storage_port: int, replication_factor: int,
+                       tls: NodeTLS | None) -> dict[str, Any]:
+    """What a member of a ring across hosts sets beside :func:`base_config`: the seeds of several
+    hosts, the datacenter-and-rack snitch, tokens allocated for the keyspace's replication factor
+    (16 per member), bootstrap on join (a host joining a running ring streams its ranges), and
+    internode TLS on one CA."""
+    settings: dict[str, Any] = {
+        "seed_provider": [{"class_name": "org.apache.cassandra.locator.SimpleSeedProvider",
+                           "parameters": [{"seeds": ",".join(f"{s}:{storage_port}" for s in seeds)}]}],
+        "endpoint_snitch": "GossipingPropertyFileSnitch",
+        "num_tokens": 16,
+        "allocate_tokens_for_local_replication_factor": replication_factor,
+        "initial_token": None,
+        "auto_bootstrap": None,  # Cassandra's default, true: a joining member streams its ranges
+    }
+    if tls is not None:
+        settings["server_encryption_options"] = server_encryption(tls)
+    return settings

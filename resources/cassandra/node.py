@@ -20,11 +20,11 @@ import yaml
 from ..numa import Binding, InstancePlan
 from ..paths import run_dir, write_private
 from ..process import ManagedServer, ServerError, port_open
-from .config import LOGBACK_XML, base_config, render_config, write_config
+from .config import LOGBACK_XML, base_config, host_ring_settings, render_config, write_config
 from .install import CASSANDRA_VERSION, cds_archive, cds_classlist, install, server_classpath, tools_dir
 from .jvm import GC_FLAGS, JVM17_FLAGS
 from .nodetool import nodetool
-from .tls import NodeTLS, ensure_node_certificate
+from .tls import NodeTLS, ensure_node_certificate, issue_node_certificate
 
 # What a local, freshly created node does not need to wait for.
 FAST_START_PROPERTIES = [
@@ -118,6 +118,11 @@ class CassandraNode(ManagedServer):
         address: str | None = None,
         netns: str | None = None,
         placement: InstancePlan | None = None,
+        seeds: list[str] | None = None,
+        datacenter: str | None = None,
+        rack: str | None = None,
+        ring_ca: str | None = None,
+        replication_factor: int = 3,
     ):
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
@@ -152,6 +157,16 @@ class CassandraNode(ManagedServer):
         if secure is None:
             secure = self.secure_marker.exists()
         self.secure = secure
+        # a member of a ring across hosts (asgard.resources.cassandra.hosts): the seeds of several
+        # hosts, its datacenter and rack (GossipingPropertyFileSnitch), tokens allocated for the
+        # keyspaces' replication factor, bootstrap on join, and TLS on the ring's one CA (whose key
+        # stays in ring_ca, on the operator's machine)
+        self.seeds = list(seeds) if seeds else None
+        self.datacenter, self.rack = datacenter, rack
+        self.ring_ca = str(ring_ca) if ring_ca else None
+        self.replication_factor = replication_factor
+        if self.ring_ca:
+            self.secure = True
 
     # --- configuration ----------------------------------------------------------------
     @property
@@ -204,7 +219,15 @@ class CassandraNode(ManagedServer):
         return self.workdir / "superuser.ready"  # removed by wipe(): fresh data has only the stock role
 
     def superuser_password(self) -> str:
-        """The generated superuser's password, made (random, 0600 file) on first use."""
+        """The generated superuser's password, made (random, 0600 file) on first use; on a ring across
+        hosts, the ring's one (kept beside its CA) copied to the member."""
+        if self.ring_ca and not self.password_file.exists():
+            shared = Path(self.ring_ca) / "superuser.password"
+            if not shared.exists():
+                import secrets
+
+                write_private(shared, secrets.token_urlsafe(24) + "\n")
+            write_private(self.password_file, shared.read_text())
         try:
             return self.password_file.read_text().strip()
         except FileNotFoundError:
@@ -229,7 +252,10 @@ class CassandraNode(ManagedServer):
             return
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self.secure_marker.write_text("TLS-only CQL, PasswordAuthenticator, JMX authentication\n")
-        ensure_node_certificate(self.tls.directory, self.address)
+        if self.ring_ca:
+            issue_node_certificate(Path(self.ring_ca), self.tls.directory, self.address)
+        else:
+            ensure_node_certificate(self.tls.directory, self.address)
         line = f"{SUPERUSER} {self.superuser_password()}\n"
         write_private(self.jmx_password_file, line)
         write_private(self.nodetool_password_file, line)
@@ -275,16 +301,20 @@ class CassandraNode(ManagedServer):
 
         password = self.superuser_password()
         deadline = time.monotonic() + timeout
+        founder = not self.seeds or self.address == self.seeds[0]
         while True:
             try:
                 session = login(SUPERUSER, password)  # done before (the marker went with a wipe of data/)
                 break
             except NoHostAvailable as exc:
-                if not auth_failed(exc) and time.monotonic() < deadline:
+                if (not auth_failed(exc) or not founder) and time.monotonic() < deadline:
+                    # a member joining a ring logs in as the role its first seed made, once the
+                    # ring's system_auth answers; it never makes one of its own
                     time.sleep(0.5)
                     continue
-                if not auth_failed(exc):
-                    raise ServerError(f"{self.name}: no CQL login over TLS within {timeout:.0f}s: {exc}") from exc
+                if not auth_failed(exc) or not founder:
+                    raise ServerError(f"{self.name}: no CQL login as {SUPERUSER} over TLS within {timeout:.0f}s: "
+                                      f"{exc}") from exc
             try:
                 # the stock role appears shortly after CQL opens (superuser_setup_delay_ms)
                 stock = login("cassandra", "cassandra")
@@ -359,7 +389,20 @@ class CassandraNode(ManagedServer):
             base.update(num_tokens=16, allocate_tokens_for_local_replication_factor=3)
             for key in ("initial_token", "auto_bootstrap"):
                 base.pop(key)
+        if self.seeds:
+            seeds = self.seeds
+            if self.address in seeds[1:] and not (self.workdir / "data" / "system").exists():
+                # a seed never bootstraps: a fresh member joining a running ring leaves itself out
+                # of its seed list for its first start, so it streams the ranges its tokens take
+                # (the roles the first seed made among them); from its next start on it is a seed
+                seeds = [s for s in seeds if s != self.address]
+            base = render_config(base, host_ring_settings(seeds, 7000, self.replication_factor,
+                                                          self.tls if self.secure else None))
         return render_config(base, self.overrides())
+
+    @property
+    def rackdc_file(self) -> Path:
+        return self.conf_dir / "cassandra-rackdc.properties"
 
     # --- placement (NUMA plan) -------------------------------------------------------------
     @property
@@ -388,10 +431,14 @@ class CassandraNode(ManagedServer):
     def launch_record(self) -> dict[str, Any]:
         """The constructor arguments that shape the instance's configuration: a ring member
         rebuilt with the defaults would render another token and seed, and restart outside its ring."""
-        return {"kind": type(self).__name__, "index": self.index, "nodes": self.nodes, "seed": self.seed, "ring_position": self.ring_position,
-                "heap": self.heap, "numa_node": self.numa_node, "version": self.version,
-                "native_port": self.native_port, "authenticate": self.authenticate, "fast_start": self.fast_start,
-                "system_properties": self.system_properties}
+        record = {"kind": type(self).__name__, "index": self.index, "nodes": self.nodes, "seed": self.seed,
+                  "ring_position": self.ring_position, "heap": self.heap, "numa_node": self.numa_node,
+                  "version": self.version, "native_port": self.native_port, "authenticate": self.authenticate,
+                  "fast_start": self.fast_start, "system_properties": self.system_properties}
+        if self.seeds:  # a member of a ring across hosts: where and in which ring it runs
+            record.update(seeds=self.seeds, datacenter=self.datacenter, rack=self.rack, ring_ca=self.ring_ca,
+                          replication_factor=self.replication_factor, address=self.address, netns=self.netns)
+        return record
 
     @classmethod
     def launched(cls, index: int, workdir: Path | None = None) -> "CassandraNode":
@@ -430,6 +477,8 @@ class CassandraNode(ManagedServer):
             self.placement_file.unlink(missing_ok=True)
         self._prepare_security()
         write_config(self.conf_dir / "cassandra.yaml", self.config())
+        if self.datacenter:
+            self.rackdc_file.write_text(f"dc={self.datacenter}\nrack={self.rack or 'rack1'}\nprefer_local=true\n")
         (self.conf_dir / "logback.xml").write_text(LOGBACK_XML)
         for sub in ("data", "commitlog", "hints", "saved_caches", "logs"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
@@ -578,6 +627,7 @@ class CassandraNode(ManagedServer):
             f"-Dcassandra.logdir={self.workdir / 'logs'}",
             f"-Dcassandra.storagedir={self.workdir}",
             f"-Dcassandra.jmx.local.port={self.jmx_port}",
+            *([f"-Dcassandra-rackdc.properties=file://{self.rackdc_file}"] if self.datacenter else []),
             *self._jmx_flags(),
             "-Dcassandra-foreground=yes",
             *(f"-D{k}={v}" for k, v in self.system_properties.items()),

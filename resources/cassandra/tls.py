@@ -183,3 +183,27 @@ def verify_node_certificate(cert_file: Path, ca_file: Path, address: str) -> Non
         verifier.verify(certs[0], certs[1:])
     except VerificationError as exc:
         raise CertificateError(f"{cert_file} does not verify for {address} against {ca_file}: {exc}") from exc
+
+
+def issue_node_certificate(ca_directory: Path, node_directory: Path, address: str) -> NodeTLS:
+    """A certificate for the node at ``address``, issued by the ring's one CA in ``ca_directory``
+    (made there on first use: the operator's machine, never a node) into ``node_directory``, which
+    gets the CA certificate and the node's own key and chain -- never the CA's key. Every member of
+    a ring across hosts trusts the same CA for internode and client TLS."""
+    import shutil
+
+    ca = NodeTLS(Path(ca_directory))
+    ensure_ca(ca, name="asgard ring CA")
+    issuer = NodeTLS(ca.directory / "issued" / address)  # the CA's own record of what it issued
+    issuer.directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ca.ca_cert, issuer.ca_cert)
+    write_private(issuer.ca_key, ca.ca_key.read_bytes())
+    ensure_node_certificate(issuer.directory, address)
+    node = NodeTLS(Path(node_directory))
+    node.directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ca.ca_cert, node.ca_cert)
+    write_private(node.node_key, issuer.node_key.read_bytes())
+    write_private(node.keystore, issuer.keystore.read_bytes())
+    node.node_cert.write_bytes(issuer.node_cert.read_bytes())
+    node.ca_key.unlink(missing_ok=True)  # a node never holds the CA's key
+    return node

@@ -1,0 +1,160 @@
+"""The project's Cassandra as one ring across hosts.
+
+Each host runs one instance per NUMA node (its own addresses, one per instance), and every
+instance joins the same ring:
+
+* the seeds are the first instance of each of the first three hosts (:attr:`HostRing.seeds`);
+* listen, broadcast and RPC addresses are the instance's own address on its host;
+* ``GossipingPropertyFileSnitch`` with the ring's datacenter and one rack per host, so the
+  replicas of a partition go to different hosts (NetworkTopologyStrategy);
+* 16 tokens per instance, allocated for the keyspaces' replication factor
+  (``allocate_tokens_for_local_replication_factor``), and bootstrap on: a host that joins a
+  running ring streams its ranges; one that leaves is decommissioned (:meth:`HostRing.leave`),
+  streaming them back out, not just stopped;
+* one CA for the whole ring, its key kept in ``ring_ca`` on the operator's machine and never on a
+  node: internode encryption ``all`` (mutual TLS), client TLS, ``PasswordAuthenticator`` with one
+  superuser made once by the first seed, and ``system_auth`` replicated across hosts
+  (:meth:`HostRing.replicate_auth`).
+
+On real hosts each runs ``asgard cassandra up --address ... --seeds ... --datacenter ... --rack
+... --ring-ca ...`` (the CA directory copied to it without ``ca.key``... or issued ahead); here the
+hosts are network namespaces (:class:`~asgard.resources.network.hosts.EmulatedHosts`).
+
+Example::
+
+    hosts = EmulatedHosts(3, addresses_per_host=1).up()
+    ring = HostRing(hosts.hosts, ring_ca=run_dir("ring-ca"), heap="1G", instances_per_host=1)
+    ring.start()
+    CassandraObjectStore(**ring.client_options(), replication_factor=3)
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..paths import run_dir
+from ..process import ServerError
+from .node import SUPERUSER, CassandraNode
+
+#: ring_delay_ms of a member joining: the stock 30 s waits for gossip to settle before it takes
+#: tokens; a handful of hosts on one bridge settle within seconds (assumption: measured joins
+#: here saw every peer within 2-3 s of gossip start)
+JOIN_RING_DELAY_MS = 5000
+
+
+class HostRing:
+    """``hosts`` (objects with ``number``, ``addresses``, ``netns``, ``sysfs_nodes``) as one ring."""
+
+    def __init__(self, hosts: list, ring_ca: Path, datacenter: str = "dc1", replication_factor: int = 3,
+                 heap: str = "1G", instances_per_host: int | None = None, first_index: int = 101):
+        self.hosts, self.ring_ca = list(hosts), Path(ring_ca)
+        self.datacenter, self.replication_factor, self.heap = datacenter, replication_factor, heap
+        self.instances_per_host = instances_per_host
+        self.first_index = first_index
+        self.members: list[CassandraNode] = []
+        for h, host in enumerate(self.hosts):
+            for n, address in enumerate(host.addresses[: self._per_host(host)]):
+                self.members.append(self._member(h, host, n, address))
+
+    def _per_host(self, host) -> int:
+        """One per NUMA node of the host (its sysfs), capped by ``instances_per_host``."""
+        from ..numa import numa_nodes
+
+        per = len([n for n in numa_nodes(host.sysfs_nodes) if n.cpus]) if getattr(host, "sysfs_nodes", None) else 1
+        return min(per, self.instances_per_host or per, len(host.addresses))
+
+    @property
+    def seeds(self) -> list[str]:
+        return [host.addresses[0] for host in self.hosts[:3]]
+
+    def _member(self, h: int, host, n: int, address: str) -> CassandraNode:
+        index = self.first_index + 10 * h + n  # instance n of the h-th host (0-based)
+        return CassandraNode(
+            index=index, nodes=max(2, len(self.hosts)), heap=self.heap, address=address, netns=host.netns,
+            workdir=run_dir("hosts", f"h{host.number}", "cassandra", f"node{n + 1}"), fast_start=False,
+            seeds=self.seeds, datacenter=self.datacenter, rack=f"rack{host.number}", ring_ca=str(self.ring_ca),
+            replication_factor=self.replication_factor,
+            system_properties={"cassandra.ring_delay_ms": str(JOIN_RING_DELAY_MS)})
+
+    def members_of(self, host) -> list[CassandraNode]:
+        return [m for m in self.members if m.netns == host.netns]
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def start(self) -> dict[str, float]:
+        """Start every member, the first seed first, then one at a time (Cassandra joins one
+        bootstrapping member at a time), and replicate ``system_auth`` across the hosts."""
+        seconds = {}
+        for member in self.members:
+            seconds[member.name] = member.start()
+        self.replicate_auth()
+        return seconds
+
+    def join(self, host) -> list[CassandraNode]:
+        """Start the members of ``host`` (added to the ring after it started): each bootstraps,
+        streaming the ranges its tokens take from the members that held them."""
+        joined = []
+        for n, address in enumerate(host.addresses[: self._per_host(host)]):
+            member = self._member(len(self.hosts), host, n, address)
+            member.start()
+            joined.append(member)
+        self.hosts.append(host)
+        self.members.extend(joined)
+        return joined
+
+    def leave(self, host) -> None:
+        """Decommission ``host``'s members (each streams its ranges to the members that take
+        them over, then leaves the ring), then stop them."""
+        for member in self.members_of(host):
+            member.nodetool("decommission", timeout=600)
+            member.stop()
+            self.members.remove(member)
+        self.hosts.remove(host)
+
+    def stop(self) -> None:
+        for member in reversed(self.members):
+            member.stop()
+
+    def kill(self, host) -> None:
+        """Kill ``host``'s members at once (SIGKILL: a host that fails, not one that stops)."""
+        for member in self.members_of(host):
+            member.kill()
+
+    # --- the ring's one login -----------------------------------------------------------------
+    def superuser_password(self) -> str:
+        return self.members[0].superuser_password()
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~asgard.resources.stores.cql.CassandraObjectStore` for the ring."""
+        return {"contact_points": [m.address for m in self.members], "username": SUPERUSER,
+                "password": self.superuser_password(), "ssl_ca_file": str(self.ring_ca / "ca.pem"),
+                "ssl_verify_hostname": True}
+
+    def session(self):
+        from ..stores.cql import build_cluster
+
+        options = self.client_options()
+        cluster = build_cluster(options["contact_points"], username=SUPERUSER, password=options["password"],
+                                tls=(options["ssl_ca_file"], None, None, True), connect_timeout=10, admin=True)
+        return cluster.connect()
+
+    def replicate_auth(self, timeout: float = 120) -> None:
+        """``system_auth`` on every host (NetworkTopologyStrategy, min(RF, members) replicas), then
+        repaired: a login or role check no longer depends on the one member that made the role."""
+        session = self.session()
+        try:
+            factor = min(self.replication_factor, len(self.members))
+            session.execute("ALTER KEYSPACE system_auth WITH replication = {'class': 'NetworkTopologyStrategy', "
+                            f"'{self.datacenter}': {factor}}}", timeout=60)
+        finally:
+            session.cluster.shutdown()
+        deadline = time.monotonic() + timeout
+        for member in self.members:
+            while True:
+                try:
+                    member.nodetool("repair", "--full", "system_auth", timeout=timeout)
+                    break
+                except Exception as exc:  # a member just joined: gossip still settling
+                    if time.monotonic() > deadline:
+                        raise ServerError(f"system_auth repair on {member.name} failed: {exc}") from exc
+                    time.sleep(2)
