@@ -74,15 +74,20 @@ def _java_compiler(version: str, release: str = "17") -> list[str] | None:
     return None
 
 
-def patches_enabled() -> bool:
+def patches_enabled(enabled: bool | None = None) -> bool:
+    """Whether a node runs the patches: ``enabled`` when given (a node's own ``patches=``), else
+    ``ASGARD_CASSANDRA_PATCHES`` (``0`` is the release alone), else on."""
+    if enabled is not None:
+        return bool(enabled)
     return os.environ.get("ASGARD_CASSANDRA_PATCHES", "1") != "0"
 
 
-def patches_jar(version: str = CASSANDRA_VERSION) -> Path | None:
+def patches_jar(version: str = CASSANDRA_VERSION, enabled: bool | None = None) -> Path | None:
     """The built jar of this version's patches; None when the version has none, they are
-    switched off, or they could not be built (the node then runs the release's classes)."""
+    switched off (``enabled``, see :func:`patches_enabled`), or they could not be built (the
+    node then runs the release's classes)."""
     jar = cache_dir("cassandra", version) / "patches" / "patches.jar"
-    return jar if patches_enabled() and jar.exists() and _patch_files(version) else None
+    return jar if patches_enabled(enabled) and jar.exists() and _patch_files(version) else None
 
 
 def _patch_files(version: str) -> list[Path]:
@@ -191,7 +196,7 @@ def cds_dir(version: str = CASSANDRA_VERSION) -> Path:
     return cache_dir("cassandra", version) / "cds"
 
 
-def cds_key(version: str = CASSANDRA_VERSION) -> str:
+def cds_key(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> str:
     """What an archive is valid for: this java binary and these jars (an upgrade of either
     names another archive; the JVM itself also refuses a stale one and starts without it)."""
     import hashlib
@@ -201,36 +206,37 @@ def cds_key(version: str = CASSANDRA_VERSION) -> str:
     lib = lib_dir(version)
     if lib.is_dir():
         parts += sorted(f"{e.name}:{e.stat().st_size}" for e in os.scandir(lib) if e.name.endswith(".jar"))
-    patched = patches_jar(version)
+    patched = patches_jar(version, patches)
     if patched is not None:  # a classpath of its own: the JVM maps an archive only for the classpath it was dumped with
         parts.append(f"patches:{patched.stat().st_size}:{patched.stat().st_mtime_ns}")
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def cds_archive(version: str = CASSANDRA_VERSION) -> Path:
-    return cds_dir(version) / f"cassandra-{cds_key(version)}.jsa"
+def cds_archive(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> Path:
+    """The archive for the classpath of a node with (``patches``) or without the patches."""
+    return cds_dir(version) / f"cassandra-{cds_key(version, patches)}.jsa"
 
 
-def cds_classlist(version: str = CASSANDRA_VERSION) -> Path:
+def cds_classlist(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> Path:
     """The classes a real start loaded (``-XX:DumpLoadedClassList``), the archive's recipe."""
-    return cds_dir(version) / f"cassandra-{cds_key(version)}.classlist"
+    return cds_dir(version) / f"cassandra-{cds_key(version, patches)}.classlist"
 
 
-def build_cds_archive(version: str = CASSANDRA_VERSION) -> Path | None:
+def build_cds_archive(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> Path | None:
     """The install step's AppCDS archive (``java -Xshare:dump``, about 9 s of CPU once), from the
     class list that the first start of an instance on this machine recorded; None while there is
     no class list yet (:class:`~asgard.resources.cassandra.node.CassandraNode` records one and then runs
     this in the background; ``scripts/setup.sh`` runs it too)."""
     from .jvm import JVM17_FLAGS
 
-    archive, classlist = cds_archive(version), cds_classlist(version)
+    archive, classlist = cds_archive(version, patches), cds_classlist(version, patches)
     if archive.exists():
         return archive
     if not classlist.exists():
         return None
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
     cmd = [shutil.which("java") or "java", "-Xshare:dump", f"-XX:SharedClassListFile={classlist}",
-           f"-XX:SharedArchiveFile={partial}", "-XX:+UseG1GC", *JVM17_FLAGS, "-cp", server_classpath(version)]
+           f"-XX:SharedArchiveFile={partial}", "-XX:+UseG1GC", *JVM17_FLAGS, "-cp", server_classpath(version, patches)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
@@ -239,10 +245,11 @@ def build_cds_archive(version: str = CASSANDRA_VERSION) -> Path | None:
     return archive
 
 
-def server_classpath(version: str = CASSANDRA_VERSION) -> str:
-    """A Cassandra instance's classpath: this version's patches (if any) before the release's jars
+def server_classpath(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> str:
+    """A Cassandra instance's classpath: this version's patches (if any, and unless ``patches``
+    is False or, with ``patches`` None, ``ASGARD_CASSANDRA_PATCHES=0``) before the release's jars
     (installed by the caller: :func:`install` runs at every start, once is enough)."""
     lib = f"{lib_dir(version)}/*"
-    patched = patches_jar(version)
+    patched = patches_jar(version, patches)
     return f"{patched}{os.pathsep}{lib}" if patched is not None else lib
 
