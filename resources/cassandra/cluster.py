@@ -37,12 +37,14 @@ class CassandraCluster:
 
     ``heap``: every member's heap (else ``ASGARD_CASSANDRA_HEAP``, else the plan's rule on the
     member's memory share). ``workdir``: member ``i`` keeps its state in ``workdir/node<i>``
-    (default: the project's run directory).
+    (default: the project's run directory). ``patches``: every member with the project's Cassandra
+    patches (True) or on the release's classes alone (False); None leaves it to
+    ``ASGARD_CASSANDRA_PATCHES``.
     """
 
     def __init__(self, nodes: int = 1, heap: str | None = None, pin_numa: bool | None = None, first_index: int = 1,
                  cpus_per_instance: int | None = None, cpu_sets: list | None = None, workdir: Path | None = None,
-                 sysfs_root: Path = SYS_NODES):
+                 sysfs_root: Path = SYS_NODES, patches: bool | None = None):
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if cpu_sets is not None and len(cpu_sets) != nodes:
@@ -56,7 +58,7 @@ class CassandraCluster:
         seed = f"127.0.0.{first_index}"
         self.nodes = [
             CassandraNode(index=first_index + i, nodes=nodes, seed=seed, ring_position=i + 1, placement=placement,
-                          workdir=(Path(workdir) / f"node{first_index + i}") if workdir else None)
+                          patches=patches, workdir=(Path(workdir) / f"node{first_index + i}") if workdir else None)
             for i, placement in enumerate(self.plan)
         ]
 

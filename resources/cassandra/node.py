@@ -118,6 +118,7 @@ class CassandraNode(ManagedServer):
         address: str | None = None,
         netns: str | None = None,
         placement: InstancePlan | None = None,
+        patches: bool | None = None,
         seeds: list[str] | None = None,
         datacenter: str | None = None,
         rack: str | None = None,
@@ -130,6 +131,10 @@ class CassandraNode(ManagedServer):
         self.index, self.nodes, self.version = index, nodes, version
         # extra -D flags for the JVM, e.g. a monitor's interval in a test
         self.system_properties = dict(system_properties or {})
+        # the project's Cassandra patches first on the classpath (True) or the release's classes
+        # alone (False); None: ASGARD_CASSANDRA_PATCHES decides at each launch (0 is the release).
+        # Per node, so that one process can run both side by side (tests/test_patches_differential.py)
+        self.patches = patches
         # its slot of a NUMA plan (asgard.resources.numa.plan_instances): binding, heap, memtable space
         self.placement = placement
         if placement is not None:
@@ -434,7 +439,7 @@ class CassandraNode(ManagedServer):
         record = {"kind": type(self).__name__, "index": self.index, "nodes": self.nodes, "seed": self.seed,
                   "ring_position": self.ring_position, "heap": self.heap, "numa_node": self.numa_node,
                   "version": self.version, "native_port": self.native_port, "authenticate": self.authenticate,
-                  "fast_start": self.fast_start, "system_properties": self.system_properties}
+                  "fast_start": self.fast_start, "system_properties": self.system_properties, "patches": self.patches}
         if self.seeds:  # a member of a ring across hosts: where and in which ring it runs
             record.update(seeds=self.seeds, datacenter=self.datacenter, rack=self.rack, ring_ca=self.ring_ca,
                           replication_factor=self.replication_factor, address=self.address, netns=self.netns)
@@ -536,10 +541,10 @@ class CassandraNode(ManagedServer):
         self._classlist_partial = None
         if not self.fast_start:
             return []
-        archive = cds_archive(self.version)
+        archive = cds_archive(self.version, self.patches)
         if archive.exists():
             return [f"-XX:SharedArchiveFile={archive}"]
-        classlist = cds_classlist(self.version)
+        classlist = cds_classlist(self.version, self.patches)
         if classlist.exists():
             return []  # the archive is being built
         classlist.parent.mkdir(parents=True, exist_ok=True)
@@ -555,7 +560,7 @@ class CassandraNode(ManagedServer):
         if partial is None or not partial.exists():
             return
         self._classlist_partial = None
-        classlist = cds_classlist(self.version)
+        classlist = cds_classlist(self.version, self.patches)
         lines = partial.read_text(errors="replace").splitlines(keepends=True)
         partial.unlink()  # the JVM goes on appending to its open file, now nameless
         staging = partial.with_suffix(".ready")
@@ -564,8 +569,11 @@ class CassandraNode(ManagedServer):
         root = Path(__file__).resolve().parents[2]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
         with open(classlist.parent / "build.log", "ab") as log:
+            # the archive of this node's classpath: with the patches or without (argv[2]: 1, 0, or "" for the env's)
             subprocess.Popen([sys.executable, "-c", "import sys; from asgard.resources.cassandra.install import "
-                              "build_cds_archive; print(build_cds_archive(sys.argv[1]))", self.version],
+                              "build_cds_archive; print(build_cds_archive(sys.argv[1], "
+                              "{'1': True, '0': False}.get(sys.argv[2])))", self.version,
+                              {True: "1", False: "0"}.get(self.patches, "")],
                              cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
 
@@ -632,7 +640,7 @@ class CassandraNode(ManagedServer):
             "-Dcassandra-foreground=yes",
             *(f"-D{k}={v}" for k, v in self.system_properties.items()),
             *(["-Dcassandra.start_native_transport=false"] if self._clients_held_since is not None else []),
-            "-cp", server_classpath(self.version),
+            "-cp", server_classpath(self.version, self.patches),
             "org.apache.cassandra.service.CassandraDaemon",
         ]
 
@@ -795,7 +803,7 @@ class CassandraNode(ManagedServer):
         placement = self.launched_placement() if info["running"] else self.placement
         info.update(address=self.address, native_port=self.native_port, jmx_port=self.jmx_port,
                     heap=self.heap, numa_node=self.numa_node, overrides=self.overrides(), version=self.version,
-                    secure=self.secure, placement=placement.to_dict() if placement else None,
+                    secure=self.secure, patches=self.patches, placement=placement.to_dict() if placement else None,
                     placement_text=placement.describe() if placement else None,
                     placement_next=self.placement.describe() if self.placement else None)
         if self.secure:
