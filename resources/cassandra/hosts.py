@@ -158,3 +158,21 @@ class HostRing:
                     if time.monotonic() > deadline:
                         raise ServerError(f"system_auth repair on {member.name} failed: {exc}") from exc
                     time.sleep(2)
+
+
+def stop_leftovers() -> list[str]:
+    """Kill the members a previous ring across emulated hosts left running (their launch records
+    under ``$ASGARD_HOME/run/hosts``): their namespaces are gone with a tear-down, but a process
+    outlives the namespace's name, and a new member in the same directory would take it for itself."""
+    import json
+
+    killed = []
+    for record in sorted(run_dir("hosts").glob("h*/cassandra/node*/launch.json")):
+        try:
+            index = json.loads(record.read_text())["index"]
+            member = CassandraNode.launched(index, workdir=record.parent)
+        except (ValueError, KeyError, ServerError):
+            continue
+        if member.kill():
+            killed.append(member.name)
+    return killed

@@ -1,0 +1,58 @@
+"""A fan-out/fan-in job on the ring across emulated hosts (tests/test_hosts_ring.py), replication
+factor 3 at LOCAL_QUORUM, over TLS with the ring's login. Where the ring is comes from the
+environment the test sets (step processes inherit it): ASGARD_RING_CONTACTS, ASGARD_RING_CA,
+ASGARD_RING_USER, ASGARD_RING_PASSWORD. Every mapped step checks the bytes it read."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from dagster import DynamicOut, DynamicOutput, EnvVar, job, multiprocess_executor, op
+
+from asgard_dagster import CassandraIOManager, CassandraResource
+
+KEYSPACE = "asgard_hosts"
+PIECES = 6
+
+
+def piece(i: int) -> np.ndarray:
+    return np.full(200_000, i, dtype=np.int64)  # 1.6 MiB: two chunks
+
+
+@op(out=DynamicOut())
+def scatter():
+    for i in range(PIECES):
+        yield DynamicOutput(piece(i), mapping_key=str(i))
+
+
+@op
+def work(arr) -> np.ndarray:
+    i = int(arr[0])
+    if not np.array_equal(arr, piece(i)):
+        raise AssertionError(f"piece {i} read back differs from the one written")
+    time.sleep(float(os.environ.get("ASGARD_RING_STEP_SLEEP", "0.5")))  # steps in flight when a host dies
+    return arr * 2
+
+
+@op
+def gather(parts) -> int:
+    total = int(sum(int(p.sum()) for p in parts))
+    expected = sum(2 * i * 200_000 for i in range(PIECES))
+    if total != expected:
+        raise AssertionError(f"gathered {total}, expected {expected}")
+    return total
+
+
+def _connection() -> CassandraResource:
+    return CassandraResource(
+        contact_points=[c for c in os.environ.get("ASGARD_RING_CONTACTS", "127.0.0.1").split(",") if c],
+        keyspace=KEYSPACE, replication_factor=3, consistency="LOCAL_QUORUM",
+        username=EnvVar("ASGARD_RING_USER"), password=EnvVar("ASGARD_RING_PASSWORD"),
+        ssl_ca_file=os.environ.get("ASGARD_RING_CA"), ride_through_seconds=120.0)
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=_connection())},
+     executor_def=multiprocess_executor.configured({"max_concurrent": 2}))
+def hosts_ring_job():
+    gather(scatter().map(work).collect())

@@ -1,0 +1,174 @@
+"""The project's Cassandra as one ring across hosts, emulated on this machine: network namespaces
+on a bridge, each with its own address and a fake sysfs of two NUMA nodes, one CA for the ring,
+internode and client TLS, one superuser. Shared by every test here (a ring takes minutes to form);
+tests through real Dagster runs on the multiprocess executor, whose steps reach the ring by the
+hosts' addresses."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+from asgard.resources.cassandra.hosts import HostRing, stop_leftovers
+from asgard.resources.network.hosts import EmulatedHosts
+from asgard.resources.numa import numa_nodes
+from asgard.resources.paths import run_dir
+from asgard.resources.stores import ObjectKey, StoreUnavailableError
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    stop_leftovers()
+    shutil.rmtree(run_dir("hosts"), ignore_errors=True)
+    emulated = EmulatedHosts(4, numa_nodes=2, addresses_per_host=1).up()  # the 4th joins later
+    yield emulated
+    emulated.down()
+
+
+@pytest.fixture(scope="module")
+def ring(hosts):
+    ca = run_dir("hosts-ring-ca")
+    shutil.rmtree(ca)
+    ca.mkdir()
+    # one instance per host on this 2-core machine: each host's NUMA plan has two (test below)
+    ring = HostRing(hosts.hosts[:3], ring_ca=ca, heap="768M", instances_per_host=1, replication_factor=3)
+    try:
+        ring.start()
+        os.environ.update(ASGARD_RING_CONTACTS=",".join(m.address for m in ring.members), ASGARD_RING_CA=str(ca / "ca.pem"),
+                          ASGARD_RING_USER="asgard_admin", ASGARD_RING_PASSWORD=ring.superuser_password())
+        yield ring
+    finally:
+        ring.stop()
+        shutil.rmtree(run_dir("hosts"), ignore_errors=True)
+
+
+def _events(instance):
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    records = instance.get_event_records(EventRecordsFilter(event_type=DagsterEventType.STEP_SUCCESS))
+    return [r.event_log_entry.dagster_event for r in records]
+
+
+def _run_job(instance, outcome: dict):
+    from dagster import execute_job, reconstructable
+
+    from tests.hosts_ring_job import hosts_ring_job
+
+    with execute_job(reconstructable(hosts_ring_job), instance=instance) as result:
+        outcome["success"] = result.success
+        outcome["run_id"] = result.run_id
+        outcome["total"] = result.output_for_node("gather") if result.success else None
+        outcome["failures"] = [str(e.event_specific_data.error.message)[:300]
+                               for e in result.all_events if e.is_step_failure]
+
+
+def test_each_host_has_its_own_numa_topology_and_the_ring_spans_the_hosts(hosts, ring):
+    for host in hosts.hosts:
+        nodes = numa_nodes(host.sysfs_nodes)
+        assert len(nodes) == 2 and all(n.cpus for n in nodes)
+    status = ring.members[0].nodetool("status")
+    for member, host in zip(ring.members, hosts.hosts):
+        line = next(line for line in status.splitlines() if f" {member.address} " in f" {line} ")
+        assert line.startswith("UN") and line.rstrip().endswith(f"rack{host.number}"), status
+    # each member runs inside its host's namespace, listening on the host's address
+    for member, host in zip(ring.members, hosts.hosts):
+        assert member.netns == host.netns and member.address == host.address
+        assert member.config()["listen_address"] == member.config()["rpc_address"] == host.address
+        assert member.config()["endpoint_snitch"] == "GossipingPropertyFileSnitch"
+
+
+def test_one_ca_for_the_ring_its_key_on_no_node_and_internode_traffic_is_tls(ring, hosts):
+    ca = ring.ring_ca / "ca.pem"
+    for member in ring.members:
+        assert not (member.tls.directory / "ca.key").exists()
+        assert (member.tls.ca_cert.read_bytes() == ca.read_bytes())
+        assert member.config()["server_encryption_options"]["internode_encryption"] == "all"
+    # the storage port of another host answers TLS with a certificate the ring's CA signed
+    probe = subprocess.run(
+        [*hosts[0].exec_prefix(), "openssl", "s_client", "-connect", f"{ring.members[1].address}:7000",
+         "-CAfile", str(ca), "-verify_return_error", "-brief"],
+        input="", capture_output=True, text=True, timeout=30)
+    text = probe.stdout + probe.stderr
+    assert "Verification: OK" in text or "Verify return code: 0" in text, text
+    assert "asgard ring CA" in text or "CONNECTION ESTABLISHED" in text, text
+
+
+def test_a_client_without_the_rings_ca_or_with_a_wrong_password_gets_a_typed_error(ring):
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    options = ring.client_options()
+    plain = {k: v for k, v in options.items() if not k.startswith("ssl_")}
+    with pytest.raises(StoreUnavailableError, match="ssl_ca_file"):
+        CassandraObjectStore(**plain, keyspace="asgard_hosts", ride_through_seconds=0).ping()
+    with pytest.raises(StoreUnavailableError, match="refused the login"):
+        CassandraObjectStore(**{**options, "password": "not-the-password"}, keyspace="asgard_hosts",
+                             ride_through_seconds=0).ping()
+
+
+def test_one_runs_outputs_land_on_every_host(ring, dagster_instance):
+    outcome: dict = {}
+    _run_job(dagster_instance, outcome)
+    assert outcome["success"], outcome["failures"]
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    store = CassandraObjectStore(**ring.client_options(), keyspace="asgard_hosts")
+    partitions = store.partitions(f"run/{outcome['run_id']}")
+    assert partitions
+    session = store.session
+    owners = set()
+    for path, version, group in partitions:
+        key = store._statement("select_chunk").bind((f"run/{outcome['run_id']}", path, version, group, 0)).routing_key
+        owners |= {h.address for h in session.cluster.metadata.get_replicas("asgard_hosts", key)}
+    assert owners == {m.address for m in ring.members}
+    for member in ring.members:  # bytes on every host's disk
+        member.nodetool("flush", "asgard_hosts")
+        stats = member.nodetool("tablestats", "asgard_hosts.objects")
+        live = int(next(line for line in stats.splitlines() if "Space used (live)" in line).split(":")[1])
+        assert live > 0, (member.address, stats)
+
+
+def test_a_host_killed_mid_run_at_rf3_local_quorum_and_the_run_succeeds(ring, hosts, dagster_instance):
+    victim = hosts[2]
+    outcome: dict = {}
+    os.environ["ASGARD_RING_STEP_SLEEP"] = "1.5"
+    worker = threading.Thread(target=_run_job, args=(dagster_instance, outcome))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not any(
+                e.step_key and e.step_key.startswith("work") for e in _events(dagster_instance)):
+            time.sleep(0.2)
+        ring.kill(victim)
+        assert "success" not in outcome, "the run ended before the host was killed"
+    finally:
+        worker.join(timeout=600)  # never tear the ring down under a run still going
+        os.environ.pop("ASGARD_RING_STEP_SLEEP", None)
+        for member in ring.members_of(victim):
+            member.start()
+    assert outcome.get("success"), outcome.get("failures")
+    assert outcome["total"] == sum(2 * i * 200_000 for i in range(6))
+
+
+def test_a_host_joins_by_bootstrap_and_leaves_by_decommission(ring, hosts):
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    store = CassandraObjectStore(**ring.client_options(), keyspace="asgard_hosts", replication_factor=3)
+    keys = [ObjectKey("run/join-leave", f"k{i}") for i in range(20)]
+    for i, key in enumerate(keys):
+        store.put(key, bytes([i]) * 50_000)
+    newcomer = hosts[3]
+    [joined] = ring.join(newcomer)
+    status = ring.members[0].nodetool("status")
+    assert f"UN  {joined.address}" in status, status
+    assert "Bootstrap completed" in joined.system_log.read_text(errors="replace") or \
+        "JOINING: Starting to bootstrap" in joined.system_log.read_text(errors="replace")
+    assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
+    ring.leave(newcomer)
+    status = ring.members[0].nodetool("status")
+    assert joined.address not in status, status
+    assert "DECOMMISSIONED" in joined.system_log.read_text(errors="replace")
+    assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
