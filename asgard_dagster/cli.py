@@ -146,6 +146,74 @@ def cassandra_restart(sets, reset):
     _print_status(cluster.status(), False)
 
 
+@cassandra.group("host")
+def cassandra_host():
+    """This machine as one host of a ring across hosts (one instance per NUMA node, one ring)."""
+
+
+@cassandra_host.command("up")
+@click.option("--address", "addresses", multiple=True, required=True,
+              help="This host's address for each instance (one per NUMA node: IP aliases).")
+@click.option("--seeds", required=True, help="Comma-separated seed addresses: the first instance of up to three hosts.")
+@click.option("--ring-ca", required=True, type=click.Path(file_okay=False),
+              help="The ring's CA directory (its ca.pem, and on the first host ca.key to issue this host's "
+              "certificates; the key never goes to a node's own directory).")
+@click.option("--datacenter", default="dc1", show_default=True)
+@click.option("--rack", default="rack1", show_default=True, help="This host's rack: replicas go to other racks.")
+@click.option("--replication-factor", type=int, default=3, show_default=True,
+              help="The keyspaces' replication factor, for which tokens are allocated.")
+@click.option("--heap", default=None, help="Heap per instance (default: the NUMA plan's rule).")
+def cassandra_host_up(addresses, seeds, ring_ca, datacenter, rack, replication_factor, heap):
+    """Start this host's members and join the ring (a member new to a running ring bootstraps)."""
+    from asgard.resources.cassandra.hosts import this_host_members
+
+    for member in this_host_members(list(addresses), [s for s in seeds.split(",") if s], ring_ca, datacenter,
+                                    rack, replication_factor, heap):
+        click.echo(f"{member.name} at {member.address} ready in {member.start():.1f}s")
+
+
+@cassandra_host.command("agent")
+@click.option("--once", is_flag=True, help="Carry out the open orders once and exit (default: loop).")
+def cassandra_host_agent(once):
+    """Take this host's orders from the ring (resources/cassandra/orders.py) and carry them out."""
+    import socket
+    import threading
+
+    from asgard.resources.cassandra.hosts import launched_host_members
+    from asgard.resources.cassandra.orders import HostAgent
+    from asgard.resources.stores.cql import build_cluster
+
+    members = launched_host_members()
+    if not members:
+        raise click.ClickException("no member of a ring across hosts runs here: `asgard cassandra host up` first")
+    first = members[0]
+
+    def connect():
+        cluster = build_cluster([m.address for m in members], username="asgard_admin",
+                                password=first.superuser_password(), tls=(str(first.tls.ca_cert), None, None, True),
+                                connect_timeout=10, admin=True)
+        return cluster.connect()
+
+    agent = HostAgent(socket.gethostname(), members, connect)
+    if once:
+        agent.heartbeat()
+        for record in agent.poll_once():
+            click.echo(record)
+        return
+    agent.run(threading.Event())
+
+
+@cassandra_host.command("leave")
+def cassandra_host_leave():
+    """Decommission this host's members (their ranges stream to the others), then stop them."""
+    from asgard.resources.cassandra.hosts import launched_host_members
+
+    for member in launched_host_members():
+        member.nodetool("decommission", timeout=1800)
+        member.stop()
+        click.echo(f"{member.name} at {member.address} decommissioned and stopped")
+
+
 # --- baseline servers --------------------------------------------------------------------
 def _baseline(kind: str):
     if kind == "redis":

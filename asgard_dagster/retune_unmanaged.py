@@ -18,13 +18,14 @@ from dagster import MetadataValue
 
 def reconfigure_unmanaged(context, store, config, recommendation: dict, model, members: list[str],
                           foreign: list[str], jmx: dict, finish: Callable[..., dict]) -> dict:
-    from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN, decide
-    from asgard.tuner.knobs import KEYSPACE, KNOBS, LIVE, TABLE
+    from asgard.resources.cassandra.orders import RingControl
+    from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN, decide, needs_restart
+    from asgard.tuner.knobs import KEYSPACE, KNOBS, LIVE, RESTART, TABLE
     from asgard.tuner.readback import read_member_configurations
     from asgard.tuner.unmanaged import apply_unmanaged, knob_report
     from asgard.tuner.workload import Workload
 
-    from .retune import ASSUMED_LOOKAHEAD_SECONDS
+    from .retune import ASSUMED_LOOKAHEAD_SECONDS, ASSUMED_RESTART_SECONDS
 
     session = store.session
     up = {h.address for h in session.cluster.metadata.all_hosts() if h.is_up}
@@ -35,28 +36,55 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
         context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
     new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
     with_jmx = bool(members) and all(m in jmx for m in members)
-    kinds = {TABLE, KEYSPACE} | ({LIVE} if with_jmx else set())
+    # the project's ring across hosts: each host's agent takes restart orders from the ring itself
+    control = RingControl(session)
+    agents = control.agents()
+    by_agents = bool(members) and all(m in agents for m in members)
+    kinds = {TABLE, KEYSPACE} | ({LIVE, RESTART} if by_agents else ({LIVE} if with_jmx else set()))
     # the decision weighs what can be applied from here: nothing restarts on a cluster we do not run
     reachable = current.replace(**{k: new[k] for k in current.diff(new) if KNOBS[k].apply in kinds})
     lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
+    restart = needs_restart(current, reachable)
     decision = decide(model, Workload(**recommendation["workload"]), current, reachable, lookahead_s=lookahead,
-                      restart_seconds=0.0, live_seconds=0.0, live_slowdown=ASSUMED_LIVE_SLOWDOWN)
+                      restart_seconds=ASSUMED_RESTART_SECONDS if restart else 0.0, live_seconds=0.0,
+                      live_slowdown=ASSUMED_LIVE_SLOWDOWN)
     act = config.apply and (decision.reconfigure or config.force)
-    outcomes = apply_unmanaged(session, config.keyspace, store.table, current, new, members, jmx, apply=act)
+    outcomes = apply_unmanaged(session, config.keyspace, store.table, current, new, members,
+                               {} if by_agents else jmx, apply=act)
+    restarts = None
+    if by_agents:
+        orderly = [o for o in outcomes if o.kind in (LIVE, RESTART)]
+        if act and orderly:
+            # one member at a time, across hosts: the hosts' agents under the ring's lease
+            order = control.submit(reachable.yaml_overrides(), restart=restart)
+            restarts = control.wait(order, members, timeout=max(900.0, 300.0 * len(members)))
+            for o in orderly:
+                o.applied, o.why, o.yaml = True, "", None
+                o.how = (f"order {order} in {control.ring!r}: "
+                         + ("a rolling restart by the hosts' agents" if restart else "set by the hosts' agents"))
+        elif orderly:
+            for o in orderly:
+                o.why = f"not applied: a dry run (apply: false); the hosts' agents of {sorted(set(agents.values()))} would"
     report = knob_report(outcomes)
     reason = decision.reason
     if config.force and not decision.reconfigure and act:
         reason = f"applied as forced (force=True), though {decision.reason}"
     elif not config.apply:
         reason = f"a dry run (apply: false): {decision.reason}"
-    reason = (f"{reason}. The project does not run {foreign} (a cluster it did not start): it applies keyspace and "
-              f"table options by CQL{' and live settings over JMX' if with_jmx else ''}, and restarts nothing; "
-              f"{report['summary']}")
+    if by_agents:
+        reason = (f"{reason}. A ring across hosts ({sorted(set(agents.values()))}): keyspace and table options by "
+                  "CQL, the rest by an order the hosts' agents carry out one member at a time; "
+                  f"{report['summary']}")
+    else:
+        reason = (f"{reason}. The project does not run {foreign} (a cluster it did not start): it applies keyspace "
+                  f"and table options by CQL{' and live settings over JMX' if with_jmx else ''}, and restarts "
+                  f"nothing; {report['summary']}")
     outcome = {"decision": {**decision.as_dict(), "reconfigure": bool(act and report["applied_knobs"]),
                             "reason": reason, "managed": False},
                "applied": {"knobs": report["applied_knobs"]} if act else None,
                "in_force": current.non_default(), "unreadable": unreadable, "ring": members,
-               "not_run_by_this_project": foreign, "knobs": report["knobs"]}
+               "not_run_by_this_project": [] if by_agents else foreign, "knobs": report["knobs"],
+               "agents": agents, "restarts": restarts}
     if act:
         outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in read_member_configurations(
             session, config.keyspace, readable, table=store.table).items()}
@@ -64,12 +92,16 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
         "benefit": MetadataValue.float(float(f"{decision.benefit_ops:.3g}")),
         "cost": MetadataValue.float(float(f"{decision.cost_ops:.3g}")),
         "lookahead_seconds": MetadataValue.float(lookahead),
-        "ring": MetadataValue.json(members), "managed": False,
+        "ring": MetadataValue.json(members), "managed": False, "by_agents": by_agents,
         "knobs": MetadataValue.json(report["knobs"]),
         "applied_knobs": MetadataValue.json(report["applied_knobs"]),
         "not_applied_knobs": MetadataValue.json(report["not_applied_knobs"]),
         "predicted_gain_pct": MetadataValue.float(round(float(decision.predicted_gain_pct), 2)),
     }
+    if restarts:
+        metadata["restart_order"] = MetadataValue.json([r["member"] for r in restarts])
+        metadata["member_restart_seconds"] = MetadataValue.json(
+            {r["member"]: r.get("restart_seconds") for r in restarts})
     restart_yaml = {k: v for o in outcomes if o.yaml for k, v in o.yaml.items()}
     if restart_yaml:
         metadata["cassandra_yaml_for_an_operator"] = MetadataValue.json(restart_yaml)

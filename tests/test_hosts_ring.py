@@ -153,6 +153,88 @@ def test_a_host_killed_mid_run_at_rf3_local_quorum_and_the_run_succeeds(ring, ho
     assert outcome["total"] == sum(2 * i * 200_000 for i in range(6))
 
 
+def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_no_run(ring, hosts, dagster_instance):
+    """The retune job (here, in the test's process: wherever Dagster runs) finds the ring across
+    hosts and restarts its members one at a time through orders in the ring itself, which each
+    host's agent carries out under the ring's lease, while runs go on; three times."""
+    import dagster as dg
+
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from asgard_dagster import CassandraResource
+    from asgard_dagster.retune import make_retune_job
+    from asgard.pipelines.jobs import make_job
+
+    stop = threading.Event()
+    agents = [ring.agent(host) for host in hosts.hosts[:3]]
+    threads = [threading.Thread(target=a.run, args=(stop,), daemon=True) for a in agents]
+    for t in threads:
+        t.start()
+    runs: list[dict] = []
+
+    def loop():
+        while not stop.is_set():
+            outcome: dict = {}
+            _run_job(dagster_instance, outcome)
+            runs.append(outcome)
+
+    runner = threading.Thread(target=loop)
+    app = make_job("word_count", "cassandra")
+    retune = make_retune_job([app], connection=CassandraResource(
+        contact_points=[m.address for m in ring.members], keyspace="asgard_hosts",
+        username=dg.EnvVar("ASGARD_RING_USER"), password=dg.EnvVar("ASGARD_RING_PASSWORD"),
+        ssl_ca_file=str(ring.ring_ca / "ca.pem")))
+    session = ring.session()
+    flush = session.execute("SELECT value FROM system_views.settings WHERE name = 'memtable_flush_writers'").one()
+    values = [v for v in (4, 1, 2, 4) if str(v) != flush.value][:3]
+    outcomes = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(RingControlAgents(session)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        runner.start()
+        for value in values:
+            config = {"ops": {"plan_workload": {"config": {
+                "upcoming_jobs": [app.name], "keyspace": "asgard_hosts", "knobs": {"memtable_flush_writers": value},
+                "force": True, "evaluations": 50, "lookahead_seconds": 600, "probe_seconds": 0}}}}
+            result = retune.execute_in_process(run_config=config, instance=dagster_instance)
+            assert result.success
+            outcomes.append(result.output_for_node("reconfigure"))
+    finally:
+        stop.set()
+        runner.join(timeout=600)
+        for t in threads:
+            t.join(timeout=120)
+    for value, outcome in zip(values, outcomes):
+        [knob] = outcome["knobs"]
+        assert knob["knob"] == "memtable_flush_writers" and knob["to"] == value and knob["applied"], knob
+        assert outcome["restarts"] and sorted(r["member"] for r in outcome["restarts"]) == sorted(
+            m.address for m in ring.members)
+        assert all(r["restart"] and r["restart_seconds"] > 0 for r in outcome["restarts"])
+        # one member at a time: each began after the one before it had finished
+        finished = [r["finished_at"] for r in outcome["restarts"]]
+        assert finished == sorted(finished)
+        assert {r["host"] for r in outcome["restarts"]} == {h.name for h in hosts.hosts[:3]}
+    in_force = {h.address: session.execute("SELECT value FROM system_views.settings WHERE name = "
+                                           "'memtable_flush_writers'", host=h).one().value
+                for h in session.cluster.metadata.all_hosts()}
+    assert set(in_force.values()) == {str(values[-1])}, in_force
+    session.cluster.shutdown()
+    assert len(runs) >= 3 and all(r.get("success") for r in runs), [r.get("failures") for r in runs]
+    store = CassandraObjectStore(**ring.client_options(), keyspace="asgard_hosts")
+    for run in runs:  # every output read back afterwards
+        scope = f"run/{run['run_id']}"
+        paths = store.list_paths(scope)
+        assert len(paths) >= 2 * 6 + 1
+        for path in paths:
+            store.get(ObjectKey(scope, path))
+
+
+def RingControlAgents(session) -> dict:
+    from asgard.resources.cassandra.orders import RingControl
+
+    return RingControl(session).agents()
+
+
 def test_a_host_joins_by_bootstrap_and_leaves_by_decommission(ring, hosts):
     from asgard.resources.stores.cql import CassandraObjectStore
 

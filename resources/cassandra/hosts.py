@@ -88,7 +88,20 @@ class HostRing:
         for member in self.members:
             seconds[member.name] = member.start()
         self.replicate_auth()
+        from .orders import ensure_control_schema
+
+        session = self.session()
+        try:  # where the hosts' agents take their orders (resources/cassandra/orders.py)
+            ensure_control_schema(session, self.datacenter, min(self.replication_factor, len(self.members)))
+        finally:
+            session.cluster.shutdown()
         return seconds
+
+    def agent(self, host):
+        """The :class:`~.orders.HostAgent` of ``host`` (its members), connected with the ring's login."""
+        from .orders import HostAgent
+
+        return HostAgent(host.name, self.members_of(host), self.session)
 
     def join(self, host) -> list[CassandraNode]:
         """Start the members of ``host`` (added to the ring after it started): each bootstraps,
@@ -176,3 +189,32 @@ def stop_leftovers() -> list[str]:
         if member.kill():
             killed.append(member.name)
     return killed
+
+
+def this_host_members(addresses: list[str], seeds: list[str], ring_ca: str, datacenter: str = "dc1",
+                      rack: str = "rack1", replication_factor: int = 3, heap: str | None = None,
+                      first_index: int = 101) -> list[CassandraNode]:
+    """The members this machine runs in a ring across hosts (``asgard cassandra host up``): one
+    per NUMA node, each on its own address of this host (``addresses``, one per instance: IP
+    aliases on real hosts), planned and pinned as ``asgard cassandra up`` plans them."""
+    from ..numa import local_plan
+
+    plans = local_plan(len(addresses), heap=heap)
+    return [CassandraNode(index=first_index + n, nodes=max(2, len(seeds)), placement=plan, address=address,
+                          workdir=run_dir("cassandra", f"host-{address}"), fast_start=False, seeds=seeds,
+                          datacenter=datacenter, rack=rack, ring_ca=ring_ca, replication_factor=replication_factor,
+                          system_properties={"cassandra.ring_delay_ms": str(JOIN_RING_DELAY_MS)})
+            for n, (address, plan) in enumerate(zip(addresses, plans))]
+
+
+def launched_host_members() -> list[CassandraNode]:
+    """The members of a ring across hosts this machine was started with (their launch records)."""
+    import json
+
+    members = []
+    for record in sorted(run_dir("cassandra").glob("host-*/launch.json")):
+        try:
+            members.append(CassandraNode.launched(json.loads(record.read_text())["index"], workdir=record.parent))
+        except (ValueError, KeyError, ServerError):
+            continue
+    return members
