@@ -1,7 +1,9 @@
 """The paper's applications as Airflow DAGs, over the same code as the Dagster jobs: each task
 calls the very op function of :mod:`asgard.pipelines` (a Dagster op invoked directly, with a
 bare op context for its log lines), and every value between tasks goes through the XCom
-backend (large ones to Cassandra, a reference in Airflow's table).
+backend (large ones to Cassandra, a reference in Airflow's table). Tasks returning a dict say
+``multiple_outputs=False`` (Airflow would infer True from ``-> dict`` and store every key besides
+the whole dict), and an op's named outputs are pushed one key each (:func:`push_outputs`).
 
 * ``video_analytics`` (scatter): ``split_video`` -> ``extract_frame.expand`` -> ``classify.expand``
   -> ``collect`` -> ``summarize``;
@@ -52,6 +54,16 @@ def call_op(op_def, *args, **kwargs) -> Any:
     return out
 
 
+def push_outputs(outputs: dict) -> None:
+    """Push each of an op's named outputs as its own XCom key (``task["key"]`` downstream), and
+    nothing else: ``multiple_outputs=True`` would store the whole dict again as ``return_value``."""
+    from airflow.sdk import get_current_context
+
+    ti = get_current_context()["ti"]
+    for key, value in outputs.items():
+        ti.xcom_push(key, value)
+
+
 def _video(dag: DAG) -> None:
     from asgard.pipelines import video_analytics as va
 
@@ -61,19 +73,19 @@ def _video(dag: DAG) -> None:
                                                                 scale=float(params["scale"])))
         return [chunks[k] for k in sorted(chunks)]  # one list element per chunk: each mapped task reads its own
 
-    @task
+    @task(multiple_outputs=False)
     def extract_frame(chunk: dict) -> dict:
         return call_op(va.extract_frame, chunk)
 
-    @task
+    @task(multiple_outputs=False)
     def classify(frame: dict) -> dict:
         return call_op(va.classify, frame)
 
-    @task
+    @task(multiple_outputs=False)
     def collect(classifications) -> dict:
         return call_op(va.collect, list(classifications))
 
-    @task
+    @task(multiple_outputs=False)
     def summarize(collected: dict) -> dict:
         return call_op(va.summarize, collected)
 
@@ -83,18 +95,18 @@ def _video(dag: DAG) -> None:
 def _forest(dag: DAG) -> None:
     from asgard.pipelines import lightgbm_forest as lf
 
-    @task(multiple_outputs=True)
-    def prepare_digits(params=None) -> dict:
+    @task
+    def prepare_digits(params=None) -> None:
         out = call_op(lf.prepare_digits, config=lf.ForestConfig(fanout=int(params["fanout"]),
                                                                  scale=float(params["scale"])))
         seeds = [out[k] for k in sorted(k for k in out if k.startswith("trainer_"))]
-        return {"train": out["train"], "test": out["test"], "seeds": seeds}
-
-    @task(multiple_outputs=True)
-    def pca(train: dict) -> dict:
-        return call_op(lf.pca, train)
+        push_outputs({"train": out["train"], "test": out["test"], "seeds": seeds})
 
     @task
+    def pca(train: dict) -> None:
+        push_outputs(call_op(lf.pca, train))
+
+    @task(multiple_outputs=False)
     def train_booster(seed: dict, pca_train: dict) -> dict:
         return call_op(lf.train_booster, seed, pca_train)
 
@@ -102,11 +114,11 @@ def _forest(dag: DAG) -> None:
     def trainer_seeds(seeds: list) -> list:
         return list(seeds)  # Airflow maps over a task's return value only, not over one of its keys
 
-    @task
+    @task(multiple_outputs=False)
     def combine_forest(models) -> dict:
         return call_op(lf.combine_forest, list(models))
 
-    @task
+    @task(multiple_outputs=False)
     def evaluate(forest: dict, pca_model: dict, test: dict) -> dict:
         return call_op(lf.evaluate, forest, pca_model, test)
 
@@ -125,18 +137,18 @@ def _word_count(dag: DAG, reducers: int) -> None:
             fanout=int(params["fanout"]), reducers=reducers, scale=float(params["scale"])))
         return [splits[k] for k in sorted(splits)]
 
-    @task(multiple_outputs=True)
-    def map_words(split: dict) -> dict:
-        return call_op(wc.map_words, split)  # {"part_0": ..., "part_<r-1>": ...}: one XCom key per bucket
-
     @task
+    def map_words(split: dict) -> None:
+        push_outputs(call_op(wc.map_words, split))  # part_0 ... part_<r-1>: one XCom key per bucket
+
+    @task(multiple_outputs=False)
     def merge_counts(reduced: list) -> dict:
         return call_op(wc.merge_counts, list(reduced))
 
     parts = map_words.expand(split=split_corpus())
     reduced = []
     for j in range(reducers):
-        @task(task_id=f"reduce_bucket_{j}")
+        @task(task_id=f"reduce_bucket_{j}", multiple_outputs=False)
         def reduce_bucket(partitions) -> dict:
             return call_op(wc.reduce_bucket, list(partitions))
 

@@ -31,7 +31,7 @@ retune = make_retune_dag(watched, dag_id="asgard_retune_test")
 
 @dag(dag_id="asgard_upcoming_probe", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False)
 def asgard_upcoming_probe():
-    @task
+    @task(multiple_outputs=False)
     def probe() -> dict:
         from asgard_airflow.upcoming import TaskReader, upcoming_runs
 
