@@ -5,9 +5,9 @@ Dagster retune job (the decision and apply code is shared: :mod:`asgard.tuner.re
 
 1. ``watch_upcoming`` reads the upcoming runs of ``dags`` (queued runs, their timetables' ticks over
    the look-ahead window; paused DAGs forecast nothing) and compares the mix (which DAGs) with the
-   cursor kept in the Airflow Variable ``asgard_retune_cursor__<dag_id>``: unchanged, the rest of
-   the run is skipped (a short circuit), so a retune runs when the mix of upcoming runs changes,
-   or when triggered by hand (``always``);
+   cursor kept in the Airflow Variable ``asgard_retune_cursor__<dag_id>``: unchanged (or nothing
+   coming), the rest of the run is skipped (a short circuit), so a retune runs when the mix of
+   upcoming runs changes, or when a run is triggered with ``always``;
 2. ``plan_workload``: the topology analyzer (:mod:`asgard_airflow.topology`) on each upcoming DAG,
    sized by its last successful run's XCom references; the heaviest becomes the workload, and the
    look-ahead T_L is the upcoming runs times each DAG's median recent duration;
@@ -117,37 +117,39 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
              doc_md="Retunes Cassandra for the upcoming runs of " + ", ".join(f"`{d}`" for d in by_id)
              + ". The decision: `reconfigure`'s XCom and log, `decision_report`'s Rendered Template.") as retune:
 
-        @task.short_circuit
-        def watch_upcoming(params=None, dag_run=None) -> dict:
+        @task.short_circuit(multiple_outputs=False)
+        def watch_upcoming(params=None) -> dict:
             from .upcoming import TaskReader, upcoming_runs
 
             mix = upcoming_runs(list(by_id.values()), TaskReader(), window=window)
             name = cursor_name(dag_id)
             previous = Variable.get(name, default=None)
             log.info("upcoming runs over %s: %s (cursor: %s)", window, mix.as_dict(), previous)
-            manual = bool(params.get("always")) or (dag_run is not None and str(dag_run.run_type).endswith("manual"))
-            if not mix.counts and not manual:
+            always = bool(params.get("always"))
+            if not mix.counts and not always:
                 log.info("no upcoming runs of %s: nothing to plan for", sorted(by_id))
                 return {}
-            if mix.signature == previous and not manual:
+            if mix.signature == previous and not always:
                 log.info("upcoming mix %s unchanged since the last retune: skipped", mix.signature)
                 return {}
             Variable.set(name, mix.signature)
             return {"counts": mix.counts or {d: 1 for d in by_id}, "mix": mix.as_dict()}
 
-        @task
+        @task(multiple_outputs=False)  # '-> dict' would push each key too
         def plan_workload(upcoming: dict, params=None) -> dict:
             from asgard.tuner.retune import forecast_lookahead
 
             from .topology import analyze_with_history
             from .upcoming import TaskReader
 
-            reader, best, durations = TaskReader(), None, {}
+            reader, best, durations, analyses = TaskReader(), None, {}, {}
             for dag_id_ in upcoming["counts"]:
                 history = reader.history(by_id[dag_id_])
                 durations[dag_id_] = history["durations"]
                 topo = analyze_with_history(by_id[dag_id_], history)
                 stage = topo.dominant()
+                analyses[dag_id_] = {"sized_by_run": history["run_id"], "dominant": stage.kind,
+                                     "stages": topo.as_rows()}
                 log.info("%s: %d stages, dominant %s (%d writes, %d reads of %d B), sized from run %s", dag_id_,
                          len(topo.stages), stage.kind, stage.writes, stage.reads, stage.object_bytes,
                          history["run_id"])
@@ -159,10 +161,10 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
             else:
                 lookahead, forecast = forecast_lookahead(upcoming["counts"], durations)
             log.info("look-ahead T_L = %.0f s (%s)", lookahead, forecast["source"])
-            return {"job": job, "workload": topo.workload().as_dict(), "stages": topo.as_rows(),
+            return {"job": job, "workload": topo.workload().as_dict(), "stages": topo.as_rows(), "dags": analyses,
                     "counts": upcoming["counts"], "lookahead_seconds": lookahead, "forecast": forecast}
 
-        @task
+        @task(multiple_outputs=False)  # '-> dict' would push each key too
         def recommend_configuration(plan: dict, params=None) -> dict:
             from asgard.tuner.retune import recommend
             from asgard.tuner.workload import Workload
@@ -173,7 +175,7 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
                      rec["predicted_gain_vs_default_pct"])
             return json.loads(json.dumps(rec, default=str))
 
-        @task
+        @task(multiple_outputs=False)  # '-> dict' would push each key too
         def reconfigure(plan: dict, recommendation: dict, params=None) -> dict:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 

@@ -40,8 +40,10 @@ def timetable_runs(dag, now: dt.datetime, window: dt.timedelta) -> list[dt.datet
     # the SDK's timetables describe a schedule; the core ones compute it (what the scheduler runs)
     from airflow.serialization.encoders import coerce_to_core_timetable
 
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=dt.timezone.utc)
+    import pendulum
+
+    # the core timetables compute with pendulum's DateTime (a plain datetime has no in_timezone)
+    now = pendulum.instance(now if now.tzinfo else now.replace(tzinfo=dt.timezone.utc))
     timetable = coerce_to_core_timetable(dag.timetable)
     if not getattr(timetable, "periodic", False):
         return []
