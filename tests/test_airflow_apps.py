@@ -138,3 +138,30 @@ def test_video_analytics_dag_scatters_chunks_and_classifies_each(home, store):
     w = topo.workload()
     assert w.pattern == (dominant.kind if dominant.kind != "pipe" else "mixed")
     assert w.object_kib == max(1, dominant.object_bytes // 1024)
+
+
+def test_bench_apps_sets_dagster_and_airflow_side_by_side(tmp_path):
+    """``asgard bench apps --engine dagster,airflow``: the same app on the same store both ways, and
+    a Perf/$ table with an Airflow column. On local files: the Dagster bench puts a Cassandra it
+    measures on its default configuration first (a restart if the shared node had overrides)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "bench"
+    run = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "bench", "apps", "--engine", "dagster,airflow",
+                          "--small", "--apps", "word_count", "--backends", "local", "-r", "1", "--no-warmup",
+                          "--out", str(out), "--json"], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    airflow = json.loads((out / "airflow" / "summary.json").read_text())
+    dagster = json.loads((out / "dagster" / "summary.json").read_text())
+    for summary in (airflow, dagster):
+        (cell,) = summary["cells"]
+        assert (cell["app"], cell["backend"], cell["ok"], cell["runs"]) == ("word_count", "local", 1, 1)
+        assert cell["perf_per_usd"]["median"] > 0 and cell["bytes_written"]["median"] > 1_000_000
+    assert airflow["meta"]["engine"] == "airflow"
+    table = (out / "summary.md").read_text()
+    assert "| app | backend | Dagster E2E s | Airflow E2E s | Dagster Perf/$ | Airflow Perf/$ | Airflow / Dagster |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| word_count | local |"))
+    dagster_perf, airflow_perf = (float(x) for x in row.split("|")[5:7])
+    assert dagster_perf == round(dagster["cells"][0]["perf_per_usd"]["median"])
+    assert airflow_perf == round(airflow["cells"][0]["perf_per_usd"]["median"])
