@@ -12,7 +12,7 @@ import pytest
 from asgard.resources.stores.base import ObjectKey
 from asgard.resources.stores.registry import open_store
 
-from .airflow_support import KEYSPACE, THRESHOLD, dags_test, is_reference, make_home, raw_sizes, xcom_rows
+from .airflow_support import KEYSPACE, THRESHOLD, dags_test, is_reference, make_home, purge, raw_sizes, xcom_rows
 
 SMALL = {"video_analytics": {"fanout": 6, "scale": 0.1}, "lightgbm_forest": {"fanout": 3, "scale": 2},
          "word_count": {"fanout": 3, "scale": 0.25}}
@@ -20,7 +20,9 @@ SMALL = {"video_analytics": {"fanout": 6, "scale": 0.1}, "lightgbm_forest": {"fa
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, cassandra_node):
-    return make_home(tmp_path_factory.mktemp("airflow_apps"))
+    home = make_home(tmp_path_factory.mktemp("airflow_apps"))
+    yield home
+    purge(home)  # the stored values go with the suite
 
 
 @pytest.fixture(scope="module")

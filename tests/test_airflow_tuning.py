@@ -12,7 +12,7 @@ import sys
 import pendulum
 import pytest
 
-from .airflow_support import DAGS, airflow, dags_test, is_reference, make_home, query, xcom_rows
+from .airflow_support import DAGS, airflow, dags_test, is_reference, make_home, purge, query, xcom_rows
 
 
 def stages_of(topo) -> dict:
@@ -121,7 +121,8 @@ def home(tmp_path_factory, cassandra_node):
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     out = airflow(home["env"], "dags", "pause", "asgard_every_10")
     assert out.returncode == 0, out.stderr[-3000:]
-    return home
+    yield home
+    purge(home)  # the stored values go with the suite
 
 
 def db_reader_mix(home) -> dict:

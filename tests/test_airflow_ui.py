@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .airflow_support import BIN, airflow, is_reference, make_home, query, xcom_rows
+from .airflow_support import BIN, airflow, is_reference, make_home, purge, query, xcom_rows
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -47,6 +47,8 @@ def standalone(tmp_path_factory, cassandra_node):
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # no login page in front of the UI
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2", "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
         "AIRFLOW__API__WORKERS": "1",
+        # every DAG starts paused: the scheduler runs only what a test unpauses (never a retune)
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         # standalone starts its components as `airflow ...` from PATH: this environment's
         "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])})
     log = (home["home"] / "standalone.log").open("w")
@@ -99,6 +101,7 @@ def standalone(tmp_path_factory, cassandra_node):
             while (proc.poll() is None or alive()) and time.monotonic() < deadline:
                 time.sleep(0.5)
         log.close()
+        purge(home)  # the stored values go with the suite
         left = alive()
         assert not left, f"airflow standalone left processes {[(p.pid, p.cmdline()) for p in left]}"
 
@@ -110,6 +113,9 @@ def trigger_and_wait(home: dict, dag_id: str, conf: dict | None = None, timeout:
         assert time.monotonic() < deadline, f"the DAG processor never parsed {dag_id}"
         time.sleep(3)
     run_id = f"asgard_test__{time.strftime('%Y%m%dT%H%M%S')}_{time.monotonic_ns() % 10**6}"
+    for unpaused in (dag_id, "asgard_every_10"):  # the probe forecasts the timetable of a running DAG
+        out = airflow(home["env"], "dags", "unpause", unpaused)
+        assert out.returncode == 0, out.stderr[-3000:]
     args = ["dags", "trigger", dag_id, "--run-id", run_id] + (["-c", json.dumps(conf)] if conf else [])
     out = airflow(home["env"], *args)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
@@ -151,7 +157,9 @@ def test_upcoming_runs_inside_a_supervised_task(standalone):
     """The Task SDK reader where a task has no database access (LocalExecutor's supervisor)."""
     run_id = trigger_and_wait(standalone, "asgard_upcoming_probe")
     probe = xcom_rows(standalone, "asgard_upcoming_probe", run_id)[("probe", -1, "return_value")]
-    assert probe["paused"] == [] and probe["scheduled"]["asgard_every_10"] == 3
+    # paused, as created: the apps this test never unpaused; running: word count and every_10
+    assert sorted(probe["paused"]) == ["asgard_lightgbm_forest", "asgard_video_analytics"]
+    assert probe["scheduled"]["asgard_every_10"] == 3
     assert probe["queued"]["asgard_word_count"] == 0
 
 

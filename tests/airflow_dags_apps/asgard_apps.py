@@ -26,7 +26,8 @@ def asgard_every_10():
 
 every_10 = asgard_every_10()
 watched = apps + [every_10]
-retune = make_retune_dag(watched, dag_id="asgard_retune_test")
+# no schedule: only the tests run it, as dry runs; a scheduler in a test never reconfigures the shared node
+retune = make_retune_dag(watched, dag_id="asgard_retune_test", schedule=None)
 
 
 @dag(dag_id="asgard_upcoming_probe", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False)
