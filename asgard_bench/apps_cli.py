@@ -37,9 +37,12 @@ def _csv(value: str) -> list[str]:
 @click.option("--network", default="loopback", show_default=True,
               help="Network profile(s) of resources/network/profiles.yaml, comma-separated: with several "
               "(e.g. loopback,cloud) the bench runs under each and out/summary.md sets them side by side.")
+@click.option("--engine", default="dagster", show_default=True, type=click.Choice(["dagster", "airflow", "dagster,airflow"]),
+              help="Run the apps as Dagster jobs, as Airflow DAGs (the XCom backend on each store; "
+              "asgard_bench/apps_airflow.py), or both, with a Perf/$ table setting them side by side.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (no progress bar).")
 def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fresh_cassandra, prices, out,
-         max_concurrent, warmup, network, as_json):
+         max_concurrent, warmup, network, engine, as_json):
     """Each app on each backend: E2E latency, step/edge times, server CPU, cost and Perf/$ (Asgard Figs 4-7)."""
     from asgard.resources.network import profile_names
 
@@ -62,6 +65,8 @@ def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fr
     if "cassandra_tuned" in cfg.backends and not cassandra_config and not as_json:
         click.echo("cassandra_tuned skipped: no --cassandra-config given", err=True)
     def run(**callbacks):
+        if engine != "dagster":
+            return _with_airflow(cfg, engine, **callbacks)
         return run_networks(cfg, networks, **callbacks) if len(networks) > 1 else run_bench(cfg, **callbacks)
 
     if as_json:
@@ -73,7 +78,7 @@ def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fr
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
-        task = progress.add_task("starting", total=len(plan) * len(networks))
+        task = progress.add_task("starting", total=len(plan) * len(networks) * len(engine.split(",")))
 
         def on_start(i, n, label):
             progress.update(task, description=label)
@@ -84,9 +89,33 @@ def apps(apps, backends, repetitions, fanout, scale, small, cassandra_config, fr
             progress.advance(task)
 
         summary = run(on_start=on_start, on_run=on_run)
-    if len(networks) > 1:
+    if len(networks) > 1 or engine == "dagster,airflow":
         click.echo(open(summary["markdown"]).read())
         click.echo(f"written: {summary['out']}/ (one folder per profile, summary.md side by side)")
         return
     click.echo(markdown(summary))
     click.echo(f"written: {json.dumps(summary['files'], indent=1)}")
+
+
+def _with_airflow(cfg, engine: str, on_start=None, on_run=None) -> dict:
+    """``--engine airflow`` (the Airflow DAGs alone) or ``dagster,airflow`` (both, in ``out/dagster``
+    and ``out/airflow``, and ``out/summary.md`` with their Perf/$ side by side)."""
+    import dataclasses
+    from pathlib import Path
+
+    from .apps import default_out_dir, run_bench
+    from .apps_airflow import AIRFLOW_BACKENDS, AirflowBenchError, run_bench_airflow, side_by_side
+
+    out = Path(cfg.out) if cfg.out else default_out_dir()
+    try:
+        if engine == "airflow":
+            return run_bench_airflow(cfg, out, on_start, on_run)
+        dagster = run_bench(dataclasses.replace(cfg, out=str(out / "dagster")), on_start, on_run)
+        # the stock and tuned cells are Dagster's: Airflow runs the XCom backend's stores
+        on_airflow = dataclasses.replace(cfg, backends=[b for b in cfg.backends if b in AIRFLOW_BACKENDS])
+        airflow = run_bench_airflow(on_airflow, out / "airflow", on_start, on_run)
+    except AirflowBenchError as exc:
+        raise click.BadParameter(str(exc), param_hint="--engine") from None
+    (out / "summary.md").write_text(side_by_side(dagster, airflow))
+    return {"out": str(out), "markdown": str(out / "summary.md"), "dagster": dagster["files"],
+            "airflow": airflow["files"]}

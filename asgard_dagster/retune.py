@@ -29,34 +29,20 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import yaml
 from dagster import Config, DagsterRunStatus, MetadataValue, Out, Output, RunsFilter, job, op
 from pydantic import Field
 
-from asgard.resources.paths import run_dir
+# the decision and apply helpers are shared with the Airflow retune DAG (orchestrator-free, in
+# asgard.tuner.retune); re-exported here, where callers have imported them from
+from asgard.tuner.retune import (  # noqa: E402,F401
+    ASSUMED_LOOKAHEAD_SECONDS, ASSUMED_RESTART_SECONDS, apply_config, applied_config_file, current_configuration,
+    dip_during, given_configuration, keyspace_replication, live_change_cost, local_instance as _local_instance,
+    probe, realized_gain,
+)
 
 from .topology import analyze_with_history
 
 
-def applied_config_file():
-    return run_dir("cassandra") / "applied-config.yaml"
-
-
-def current_configuration():
-    from asgard.tuner.knobs import Configuration
-
-    path = applied_config_file()
-    if path.exists():
-        return Configuration((yaml.safe_load(path.read_text()) or {}).get("knobs", {}))
-    return Configuration()
-
-
-# Assumptions, used only where nothing was measured yet:
-# the slowest of the 28 restarts the tuner measured on this machine under load during calibration
-# (9.3-15.9 s, median 9.7 s; tuner/data/calibration.jsonl), for a node the project never restarted
-ASSUMED_RESTART_SECONDS = 15.9
-# a job with no successful run yet: one window of the retune schedule (30 min)
-ASSUMED_LOOKAHEAD_SECONDS = 1800.0
 # priority of retune runs: above application runs (default 0), so the run that prepares the
 # store for a queue is not itself queued behind it
 RETUNE_PRIORITY = "10"
@@ -386,42 +372,6 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     return retune
 
 
-def dip_during(before: list, during: float) -> float:
-    """The fraction of the probes' throughput (geometric mean before the change) lost while it
-    was applied; 0 if the workload ran as fast or faster."""
-    from asgard.tuner.measure import geomean
-
-    return max(0.0, 1.0 - during / geomean([s.ops_per_s for s in before]))
-
-
-def live_change_cost(members) -> tuple[float, float, str]:
-    """(seconds, slowdown, where they come from) of a live change on this ring: the slowest
-    member's recent measured values (live_changes.jsonl), else what is assumed."""
-    from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN
-
-    costs = {m.address: m.live_change_cost() for m in members}
-    seconds = [s for s, _ in costs.values() if s is not None]
-    slowdowns = [d for _, d in costs.values() if d is not None]
-    if not seconds:
-        return 0.0, ASSUMED_LIVE_SLOWDOWN, "assumed: no live change measured on this ring yet (charged 0 s)"
-    if not slowdowns:
-        return max(seconds), ASSUMED_LIVE_SLOWDOWN, (
-            f"seconds measured (median of recent live changes, slowest member: {max(seconds):.2f} s); "
-            f"slowdown assumed ({ASSUMED_LIVE_SLOWDOWN:g}): no live change was probed yet")
-    return max(seconds), max(slowdowns), ("measured: medians of the recent live changes (live_changes.jsonl), "
-                                          "the slowest member's")
-
-
-def keyspace_replication(store, keyspace: str) -> int:
-    """The keyspace's replication factor (SimpleStrategy; the sum over data centres otherwise)."""
-    row = store.session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
-                                (keyspace,)).one()
-    if row is None:
-        return 1
-    factors = [int(v) for k, v in dict(row.replication).items() if k != "class" and str(v).isdigit()]
-    return sum(factors) or 1
-
-
 def wait_quiet(context, bound_s: float, poll_s: float = 2.0) -> tuple[float, list[str]]:
     """Wait up to ``bound_s`` for no other run to be in flight; (seconds waited, runs still busy)."""
     t0 = time.monotonic()
@@ -432,68 +382,3 @@ def wait_quiet(context, bound_s: float, poll_s: float = 2.0) -> tuple[float, lis
             return waited, busy
         context.log.info(f"waiting for runs in flight to finish before restarting: {busy[:5]}")
         time.sleep(min(poll_s, max(0.1, bound_s - waited)))
-
-
-def probe(node, store, workload, seconds: float, repeats: int = 2) -> list:
-    """``repeats`` short runs of ``workload`` through the real store (empty if ``seconds`` is 0)."""
-    from asgard.tuner.measure import measure
-
-    return [measure(node, store, workload, seconds, seed=i) for i in range(repeats)] if seconds > 0 else []
-
-
-def realized_gain(before: list, after: list) -> tuple[float, float]:
-    """(gain %, noise %): the geometric-mean throughput after over before, and the noise as the
-    spread of the probes under the old configuration against each other (at least 5%)."""
-    from asgard.tuner.measure import geomean
-
-    b = [s.ops_per_s for s in before if s.ops_per_s > 0]
-    a = [s.ops_per_s for s in after if s.ops_per_s > 0]
-    if not a or not b:
-        return -100.0 if b else 0.0, 5.0
-    gain = (geomean(a) / geomean(b) - 1) * 100
-    noise = (max(b) / min(b) - 1) * 100 if len(b) > 1 else 0.0
-    return gain, max(noise, 5.0)
-
-
-def apply_config(ring, store, config, previous, **kw):
-    from asgard.tuner.knobs import apply
-
-    result = apply(ring, store, config, previous=previous, **kw)
-    applied_config_file().write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
-    return result
-
-
-def _local_instance(address: str):
-    """The local instance at ``address`` (127.0.0.i) as launched, or None for any other address."""
-    import re
-
-    from asgard.resources.cassandra import CassandraNode
-
-    from asgard.resources.process import ServerError
-
-    match = re.fullmatch(r"127\.0\.0\.(\d{1,3})", address)
-    try:
-        return CassandraNode.launched(int(match.group(1))) if match else None
-    except ServerError:  # launched by other tooling: the ring discovery says why, by member
-        return None
-
-
-def given_configuration(model, workload, knobs: dict):
-    """A :class:`~asgard.tuner.search.SearchResult` for knob values an operator gave (``RetuneConfig.knobs``):
-    validated one by one (a typed :class:`~asgard.tuner.knobs.KnobError` names a wrong one), predicted by
-    the surrogate like a searched one, so the cost-benefit analysis weighs it the same way."""
-    import time as _time
-
-    from asgard.tuner.knobs import CLIENT, KNOBS, Configuration, KnobError, knob
-    from asgard.tuner.search import SearchResult
-
-    values = {name: knob(name).validate(value) for name, value in knobs.items()}
-    client = sorted(n for n in values if KNOBS[n].apply == CLIENT)
-    if client:
-        raise KnobError(f"knobs {client} are the store's client options, not the server's: set them on the IO "
-                        "manager (chunk_size_bytes, concurrency, codec), not in the retune job's knobs")
-    t0 = _time.perf_counter()
-    config = Configuration(values)
-    default_ratio, ratio = (float(x) for x in model.predict(model.space.matrix(workload, [Configuration(), config])))
-    return SearchResult(method="given", config=config, predicted_ratio=ratio, default_predicted_ratio=default_ratio,
-                        seconds=_time.perf_counter() - t0, surrogate_calls=1, evaluations=0, knobs=sorted(values))

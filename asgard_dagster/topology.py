@@ -25,71 +25,13 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, GraphDefinition, JobDefinition, RunsFilter
 
-DEFAULT_OBJECT_BYTES = 64 * 1024
-DEFAULT_DYNAMIC_DEGREE = 8
-
-
-@dataclass
-class Stage:
-    producer: str  # node name (alias)
-    output: str
-    kind: str  # scatter | broadcast | fanin | shuffle | pipe
-    writes: int
-    reads: int
-    consumers: list[str] = field(default_factory=list)
-    object_bytes: int = DEFAULT_OBJECT_BYTES
-
-    @property
-    def bytes_moved(self) -> int:
-        return (self.writes + self.reads) * self.object_bytes
-
-
-@dataclass
-class JobTopology:
-    job_name: str
-    stages: list[Stage]
-
-    @property
-    def writes(self) -> int:
-        return sum(s.writes for s in self.stages)
-
-    @property
-    def reads(self) -> int:
-        return sum(s.reads for s in self.stages)
-
-    @property
-    def read_ratio(self) -> float:
-        total = self.writes + self.reads
-        return self.reads / total if total else 0.0
-
-    def dominant(self) -> Stage:
-        """The stage that moves the most bytes (ties: the widest fan-out)."""
-        return max(self.stages, key=lambda s: (s.bytes_moved, s.writes + s.reads))
-
-    def workload(self, concurrency: int = 8):
-        """The :class:`asgard.tuner.workload.Workload` of the dominant stage, at the job's read ratio."""
-        from asgard.tuner.workload import Workload
-
-        stage = self.dominant()
-        kib = max(1, stage.object_bytes // 1024)
-        if stage.kind in ("scatter", "broadcast", "fanin", "shuffle"):
-            # an asset job's fan-in over partitions that other runs wrote: its reads are the degree
-            fanout = stage.reads if stage.kind == "broadcast" or not stage.writes else max(stage.writes, 1)
-            if stage.kind == "shuffle":
-                fanout = len(stage.consumers)
-            return Workload.from_dag(stage.kind, max(1, fanout), kib, concurrency=concurrency)
-        return Workload(read_ratio=min(self.read_ratio, 0.95), object_kib=kib, concurrency=concurrency)
-
-    def as_rows(self) -> list[dict]:
-        return [
-            {"producer": s.producer, "output": s.output, "kind": s.kind, "writes": s.writes, "reads": s.reads,
-             "object_bytes": s.object_bytes, "consumers": len(s.consumers)}
-            for s in self.stages
-        ]
+# the stages, the topology and the edge classification are orchestrator-free (shared with Airflow)
+from asgard.tuner.topology import (  # noqa: E402,F401 -- re-exported: callers import them from here
+    DEFAULT_DYNAMIC_DEGREE, DEFAULT_OBJECT_BYTES, Dep, JobTopology, Stage, classify,
+)
 
 
 def _leaf_nodes(graph, prefix: str = "") -> dict:
@@ -204,73 +146,18 @@ def analyze_job(job: JobDefinition, dynamic_degree: dict[str, int] | int | None 
             return dynamic_degree
         return (dynamic_degree or {}).get(node, DEFAULT_DYNAMIC_DEGREE)
 
-    # which nodes run once per mapping key, and how many times
-    mapped: dict[str, int] = {}
-    edges: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)  # (producer, output) -> [(consumer, how)]
     deps = list(_dependencies(job.graph))
-    for _ in range(len(nodes)):  # propagate mapping through chained .map calls
-        for consumer, _input, dep in deps:
-            kind = type(dep).__name__
-            if kind == "DependencyDefinition":
-                up = (dep.node, dep.output)
-                if up in dynamic:
-                    mapped[consumer] = degree(dep.node)
-                elif dep.node in mapped:
-                    mapped[consumer] = mapped[dep.node]
+    edges = []
     for consumer, _input, dep in deps:
         kind = type(dep).__name__
         if kind == "DependencyDefinition":
-            edges[(dep.node, dep.output)].append((consumer, "direct"))
+            edges.append(Dep(consumer, "direct", [(dep.node, dep.output)]))
         elif kind == "DynamicCollectDependencyDefinition":
-            edges[(dep.node_name, dep.output_name)].append((consumer, "collect"))
+            edges.append(Dep(consumer, "collect", [(dep.node_name, dep.output_name)]))
         elif kind == "MultiDependencyDefinition":
-            for sub in dep.get_node_dependencies():
-                edges[(sub.node, sub.output)].append((consumer, "multi"))
-
-    stages: list[Stage] = []
-    handled: set[tuple[str, str]] = set()
-    # shuffle: a mapped node whose several outputs are each collected by a different reducer
-    for producer in mapped:
-        collected = [(key, cons) for key, cons in edges.items() if key[0] == producer and cons
-                     and all(how == "collect" for _, how in cons)]
-        if len(collected) >= 2:
-            m = mapped[producer]
-            reducers = [c for _, cons in collected for c, _ in cons]
-            size = statistics.median([object_bytes.get(key, DEFAULT_OBJECT_BYTES) for key, _ in collected])
-            stages.append(Stage(producer, "*", "shuffle", writes=m * len(collected), reads=m * len(collected),
-                                consumers=reducers, object_bytes=int(size)))
-            handled.update(key for key, _ in collected)
-    for key, consumers in edges.items():
-        if key in handled or not consumers:
-            continue
-        producer, output = key
-        writes = mapped.get(producer, 1) * (degree(producer) if key in dynamic else 1)
-        names = [c for c, _ in consumers]
-        hows = {h for _, h in consumers}
-        # a mapped consumer of a plain (unmapped, static) output loads it once per mapping key
-        reads = sum(mapped[c] if (c in mapped and producer not in mapped and key not in dynamic) else writes
-                    for c in names)
-        if key in dynamic:
-            kind = "scatter"
-        elif "collect" in hows or "multi" in hows:
-            kind = "fanin"
-        elif reads > writes:
-            kind = "broadcast"
-        else:
-            kind = "pipe"
-        stages.append(Stage(producer, output, kind, writes, reads, names, object_bytes.get(key, DEFAULT_OBJECT_BYTES)))
-    # multi-dependency fan-ins read many producers into one input: merge them into one stage
-    fanins: dict[str, list[Stage]] = defaultdict(list)
-    for s in stages:
-        if s.kind == "fanin" and len(s.consumers) == 1 and s.writes == 1:
-            fanins[s.consumers[0]].append(s)
-    for consumer, parts in fanins.items():
-        if len(parts) >= 2:
-            for p in parts:
-                stages.remove(p)
-            stages.append(Stage("+".join(p.producer for p in parts), "*", "fanin", writes=len(parts),
-                                reads=len(parts), consumers=[consumer],
-                                object_bytes=int(statistics.median(p.object_bytes for p in parts))))
+            edges.append(Dep(consumer, "multi", [(d.node, d.output) for d in dep.get_node_dependencies()]))
+    topology = classify(job.name, nodes, edges, dynamic, degree, object_bytes)
+    stages = topology.stages
     for stage in _asset_inputs(job, nodes, {(c, i) for c, i, _ in deps}):
         stage.object_bytes = object_bytes.get((stage.producer, "*"), DEFAULT_OBJECT_BYTES)
         stages.append(stage)
