@@ -208,11 +208,12 @@ class HostAgent:
             try:
                 views = []
                 for host in self._others(member):
-                    rows = self.session.execute("SELECT address, generation, status, rpc_ready "
+                    rows = self.session.execute("SELECT address, generation, status, status_with_port "
                                                 "FROM system_views.gossip_info", host=host, timeout=10)
                     views.append(next((r for r in rows if str(r.address) == member.address), None))
+                # a peer's state is in STATUS_WITH_PORT (STATUS is left empty for peers in 5.0)
                 if views and all(r is not None and (r.generation or 0) >= self._generation_floor
-                                 and str(r.status).startswith("NORMAL") for r in views):
+                                 and str(r.status_with_port or r.status or "").startswith("NORMAL") for r in views):
                     return
             except Exception:  # a member not answering yet: asked again
                 pass
