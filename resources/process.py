@@ -251,6 +251,10 @@ class ManagedServer(abc.ABC):
             psutil.Process(pid).wait(30)
         except (ProcessLookupError, psutil.NoSuchProcess):
             pass
+        except psutil.TimeoutExpired:
+            # killed, but its parent is gone and nothing reaps it (a zombie): dead all the same
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                raise
         self.pid_file.unlink(missing_ok=True)
         return True
 
