@@ -205,9 +205,10 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
         for t in threads:
             t.join(timeout=120)
     assert len(outcomes) == 3
-    for outcome in outcomes:
+    for value, outcome in zip(values, outcomes):
         [knob] = outcome["knobs"]
-        assert knob["knob"] == "memtable_flush_writers" and knob["from"] != knob["to"] and knob["applied"], knob
+        assert knob["knob"] == "memtable_flush_writers" and knob["to"] == value and knob["applied"], knob
+        assert knob["from"] != knob["to"]
         assert outcome["restarts"] and sorted(r["member"] for r in outcome["restarts"]) == sorted(
             m.address for m in ring.members)
         assert all(r["restart"] and r["restart_seconds"] > 0 for r in outcome["restarts"])

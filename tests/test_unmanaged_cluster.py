@@ -117,6 +117,7 @@ def test_outputs_go_through_it_and_the_retune_applies_what_it_can_from_outside(l
     by_knob = {k["knob"]: k for k in outcome["knobs"]}
     assert set(by_knob) == set(knobs)
     assert all(by_knob[k]["applied"] for k in ("durable_writes", "compaction", "concurrent_writes")), by_knob
+    assert {k: by_knob[k]["to"] for k in knobs} == knobs  # what each knob was asked to become
     assert by_knob["memtable_flush_writers"]["applied"] is False
     assert "restart-only" in by_knob["memtable_flush_writers"]["why"]
     assert by_knob["memtable_flush_writers"]["cassandra_yaml"] == {"memtable_flush_writers": 4}

@@ -123,7 +123,7 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
     differs. ``members``: the ring's member addresses; ``jmx``: each member's endpoint (a live
     setting is applied only if every member has one). ``apply=False``: the same record, nothing
     changed (a dry run)."""
-    changed = current.diff(new)
+    changed = new.diff(current)  # {knob: (current's, new's)}
     outcomes: list[KnobOutcome] = []
     jmx = dict(jmx or {})
     without_jmx = [m for m in members if m not in jmx]
