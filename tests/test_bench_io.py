@@ -35,11 +35,13 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     assert all(r["first_put_ms"] > 0 for r in ops)
     assert all((r["server_cpu_ms_per_op"] is None) == (r["backend"] == "local") for r in ops), ops
     assert all(r["server_cpu_ms_per_op"] >= 0 for r in ops if r["backend"] != "local")
-    # the client's fast paths, on a healthy local node: nothing stepped aside but by design
-    # (a thread that found the direct connection busy is the one reason that may show)
+    # the client's fast paths stepping aside in the bench's process, by path and reason
     [cassandra_ops] = [r for r in ops if r["backend"] == "cassandra"]
-    assert isinstance(cassandra_ops["fallbacks"], dict), cassandra_ops
-    assert set(cassandra_ops["fallbacks"]) <= {"direct: the connection is in use by another thread"}, cassandra_ops
+    fallbacks = cassandra_ops["fallbacks"]
+    assert isinstance(fallbacks, dict), cassandra_ops
+    assert all(k.split(": ", 1)[0] in ("early", "direct", "fast_read") and n >= 1 for k, n in fallbacks.items())
+    # on a healthy node the direct connection never failed under the bench
+    assert not any(k.startswith("direct: the direct connection") for k in fallbacks), fallbacks
     # one run's six 16 MiB outputs on the local node: no partition beyond one chunk group
     [spread] = [r["spread"] for r in rows if "spread" in r]
     assert list(spread["instance_bytes"]) == ["127.0.0.1"] and spread["instance_bytes"]["127.0.0.1"] >= 96 * 1024 * 1024
