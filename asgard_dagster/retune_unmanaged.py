@@ -25,7 +25,7 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
     from asgard.tuner.unmanaged import apply_unmanaged, knob_report
     from asgard.tuner.workload import Workload
 
-    from .retune import ASSUMED_LOOKAHEAD_SECONDS, ASSUMED_RESTART_SECONDS
+    from asgard.tuner.retune import ASSUMED_LOOKAHEAD_SECONDS, ASSUMED_RESTART_SECONDS
 
     session = store.session
     up = {h.address for h in session.cluster.metadata.all_hosts() if h.is_up}
