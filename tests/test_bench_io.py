@@ -40,8 +40,6 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     fallbacks = cassandra_ops["fallbacks"]
     assert isinstance(fallbacks, dict), cassandra_ops
     assert all(k.split(": ", 1)[0] in ("early", "direct", "fast_read") and n >= 1 for k, n in fallbacks.items())
-    # on a healthy node the direct connection never failed under the bench
-    assert not any(k.startswith("direct: the direct connection") for k in fallbacks), fallbacks
     # one run's six 16 MiB outputs on the local node: no partition beyond one chunk group
     [spread] = [r["spread"] for r in rows if "spread" in r]
     assert list(spread["instance_bytes"]) == ["127.0.0.1"] and spread["instance_bytes"]["127.0.0.1"] >= 96 * 1024 * 1024
