@@ -24,7 +24,6 @@
 The last configuration applied is also recorded in ``$ASGARD_HOME/run/cassandra/applied-config.yaml``.
 """
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -59,17 +58,11 @@ def recent_durations(instance, job_name: str, runs: int = 5) -> list[float]:
 
 
 def forecast_lookahead(instance, counts: dict[str, int]) -> tuple[float, dict]:
-    """T_L: the seconds the upcoming runs will keep the store busy, sum over jobs of runs x the
-    median of the job's recent successful durations (the assumption where a job has none)."""
-    total, rows = 0.0, {}
-    for job_name, n in counts.items():
-        durations = recent_durations(instance, job_name)
-        each = statistics.median(durations) if durations else None
-        rows[job_name] = {"runs": n, "median_s": round(each, 2) if each else None, "history": len(durations)}
-        total += n * (each if each else 0.0)
-    if total <= 0:
-        return ASSUMED_LOOKAHEAD_SECONDS, {"jobs": rows, "source": "assumed (no successful run of the upcoming jobs)"}
-    return total, {"jobs": rows, "source": "forecast: runs x median recent duration"}
+    """T_L of the upcoming runs (:func:`asgard.tuner.retune.forecast_lookahead`), each job's recent
+    successful durations read from this Dagster instance."""
+    from asgard.tuner.retune import forecast_lookahead as forecast
+
+    return forecast(counts, {job_name: recent_durations(instance, job_name) for job_name in counts})
 
 
 def other_runs_in_flight(instance, own_run_id: str) -> list[str]:
