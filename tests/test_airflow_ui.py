@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from .browser import headless_chromium
 from .airflow_support import BIN, airflow, is_reference, make_home, purge, query, xcom_rows
 
 pytestmark = pytest.mark.timeout(1200)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("ASGARD_UI_SCREENSHOTS", ROOT / "reports" / "ui"))
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 def _free_port() -> int:
@@ -164,9 +164,7 @@ def test_upcoming_runs_inside_a_supervised_task(standalone):
 
 
 def test_ui_xcom_tab_shows_the_reference(standalone):
-    from selenium import webdriver
     from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -174,16 +172,8 @@ def test_ui_xcom_tab_shows_the_reference(standalone):
                                                                   {"fanout": 2, "scale": 0.05})
     ref = xcom_rows(standalone, "asgard_word_count", run_id)[("split_corpus", -1, "return_value")]
     assert is_reference(ref)
-    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: apt-get install chromium (scripts/setup.sh)"
-    assert os.access(CHROMEDRIVER, os.X_OK), f"{CHROMEDRIVER} missing: apt-get install chromium-driver"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1000"):
-        options.add_argument(arg)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SE_OFFLINE", "true")
-        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver = headless_chromium()
     try:
         from urllib.parse import quote
 

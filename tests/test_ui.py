@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from .browser import headless_chromium
+
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("ASGARD_UI_SCREENSHOTS", ROOT / "reports" / "ui"))
-CHROMIUM = "/usr/bin/chromium"  # Debian's chromium and chromium-driver (scripts/setup.sh installs them)
-CHROMEDRIVER = "/usr/bin/chromedriver"
 LOCATION = "asgard"
 APP_JOBS = ["video_analytics__cassandra", "lightgbm_forest__cassandra", "word_count__cassandra"]
 DEMO, RETUNE = "fan_out_fan_in", "asgard_retune_cassandra"
@@ -161,24 +161,12 @@ def dagster_dev(tmp_path_factory, cassandra_node):
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} missing: apt-get install chromium (scripts/setup.sh)"
-    assert os.access(CHROMEDRIVER, os.X_OK), f"{CHROMEDRIVER} missing: apt-get install chromium-driver"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1000"):
-        options.add_argument(arg)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    # both paths given, so Selenium Manager has nothing to look up; offline in case it ran anyway
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SE_OFFLINE", "true")
-        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-        try:
-            yield driver
-        finally:
-            driver.quit()
+    driver = headless_chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 def body_text(driver) -> str:
