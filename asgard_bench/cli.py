@@ -6,6 +6,7 @@
     asgard bench dynamic [--json]    bursts of apps: static default, static tuned, Asgard
     asgard bench scaling [--json]    1 and N pinned Cassandra instances against one unpinned
     asgard bench drivers [--json]    the Cassandra store on cassandra-driver against scylla-driver
+    asgard bench xcom [--json]       Airflow XCom push+pull: Cassandra, the object-storage backend, the database
     asgard bench load | startup | report
 """
 from __future__ import annotations
@@ -75,6 +76,31 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
         print_table([r for r in rows if r["network"] == net])
     if len(networks) > 1:
         print_side_by_side(rows)
+
+
+@bench.command("xcom")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
+@click.option("--sizes", default="67108864,10240", show_default=True, help="Value sizes in bytes (64 MiB, 10 KiB).")
+@click.option("--repeat", default=5, show_default=True, help="Repeats; each runs every backend once per size, order rotated.")
+@click.option("--small-count", default=50, show_default=True,
+              help="Values pushed and pulled per repeat for sizes up to 10 KiB (their pairs/s).")
+@click.option("--backends", default="cassandra,object_storage,database", show_default=True,
+              help="cassandra (asgard_airflow.CassandraXComBackend), object_storage (common-io's "
+              "XComObjectStorageBackend on our MinIO), database (Airflow's BaseXCom).")
+@click.option("--threshold-bytes", default=0, show_default=True,
+              help="Both store backends' inline threshold: 0 sends every value to the store.")
+def bench_xcom(as_json, sizes, repeat, small_count, backends, threshold_bytes):
+    """XCom push + pull through Airflow's XCom API in a real task (airflow dags test): Cassandra
+    against the stock object-storage backend on MinIO and against Airflow's database."""
+    from .xcom import print_report, run_xcom_bench
+
+    report = run_xcom_bench([int(s) for s in sizes.split(",") if s.strip()], repeat=repeat,
+                            small_count=small_count, peers=[b.strip() for b in backends.split(",") if b.strip()],
+                            threshold=threshold_bytes)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    print_report(report)
 
 
 @bench.command("drivers")
