@@ -1,5 +1,6 @@
 """The retune DAG: Cassandra kept fit for the Airflow runs that are coming, the same loop as the
-Dagster retune job (the decision and apply code is shared: :mod:`asgard.tuner.retune`).
+Dagster retune job (the decision and apply code is shared: :mod:`asgard.tuner.retune`,
+:mod:`asgard.tuner.reconfigure`).
 
 ``make_retune_dag(dags)`` builds a DAG of five tasks, on a short schedule (every 10 minutes):
 
@@ -13,7 +14,9 @@ Dagster retune job (the decision and apply code is shared: :mod:`asgard.tuner.re
    look-ahead T_L is the upcoming runs times each DAG's median recent duration;
 3. ``recommend_configuration``: the surrogate's search (:func:`asgard.tuner.retune.recommend`);
 4. ``reconfigure``: SOPHIA's cost-benefit analysis over the configuration read back from the ring,
-   and (``apply``) the change, probes and rollback (:func:`asgard.tuner.retune.reconfigure_ring`);
+   and (``apply``) the change, probes and rollback (:func:`asgard.tuner.reconfigure.reconfigure`, the
+   Dagster job's own step: the project's ring rolled one member at a time, or a cluster it does not
+   run tuned from outside by CQL and JMX with the rest recorded as not applied);
    its outcome is the task's XCom (a dict) and its log lines;
 5. ``decision_report``: the decision as Markdown in the task's *Rendered Template* tab.
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -62,6 +66,12 @@ def summary_markdown(plan: dict, outcome: dict) -> str:
                   f"* in force: `{json.dumps(outcome.get('in_force'), default=str)}`",
                   f"* recommended: `{json.dumps(outcome.get('recommended'), default=str)}`"]
     lines.append(f"* dry run: {outcome.get('dry_run', True)}; applied: `{json.dumps(outcome.get('applied'), default=str)}`")
+    if outcome.get("knobs"):  # a cluster the project does not run: knob by knob, and what an operator would change
+        lines += ["", "| knob | to | applied | how, or why not | cassandra.yaml |", "|---|---|---|---|---|"]
+        for k in outcome["knobs"]:
+            yaml_change = json.dumps(k.get("cassandra_yaml")) if k.get("cassandra_yaml") else ""
+            lines.append(f"| `{k['knob']}` | `{k.get('to')}` | {'yes' if k.get('applied') else 'no'} | "
+                         f"{k.get('how') or k.get('why') or ''} | {yaml_change} |")
     return "\n".join(lines)
 
 
@@ -80,14 +90,54 @@ class DecisionReport(BaseOperator):
         return None
 
 
-def _store_target() -> tuple[list[str], int, str]:
-    """The Cassandra the XCom backend writes to: contact points, port, keyspace ([asgard] settings)."""
-    from .xcom import read_settings
+def _tuning_store():
+    """The store the XCom backend writes to, for tuning the Cassandra behind it (``[asgard]``
+    settings: contact points, login, TLS); ``(store, None)``, or ``(None, why not)``."""
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from asgard.tuner.reconfigure import store_unreachable
+    from asgard.tuner.retune import local_instance
+
+    from .xcom import configured_store, read_settings
 
     settings = read_settings()
-    options = dict(settings.store_options)
-    return list(options.get("contact_points") or ["127.0.0.1"]), int(options.get("port") or 9042), \
-        str(options.get("keyspace") or "asgard")
+    if settings.backend != "cassandra":
+        return None, f"the XCom backend is {settings.backend} ([asgard] backend): no Cassandra to tune"
+    options, secrets = dict(settings.store_options), dict(settings.secrets)
+    contact, port = list(options.get("contact_points") or ["127.0.0.1"]), int(options.get("port") or 9042)
+    unreachable = store_unreachable(contact, port)
+    if unreachable:
+        return None, unreachable
+    entry = local_instance(contact[0])
+    if options.get("ssl_ca_file") or secrets.get("username") or entry is None or not entry.secure:
+        return configured_store(settings), None
+    # no login configured for a secure local node: the DAG manages it, with its own CA and superuser
+    return CassandraObjectStore(**entry.client_options(), keyspace=options.get("keyspace") or "asgard"), None
+
+
+def jmx_endpoints_for(members: list[str]) -> dict:
+    """Each member's JMX endpoint from ``[asgard] jmx_port`` (every member's) or ``jmx_endpoints``
+    (``member=host:port,...``), ``jmx_ssl``, ``jmx_truststore``; the login from the environment
+    (``AIRFLOW__ASGARD__JMX_USERNAME`` / ``AIRFLOW__ASGARD__JMX_PASSWORD``): for a cluster the
+    project does not run, whose live settings are then applied over JMX."""
+    import os
+
+    from airflow.sdk.configuration import conf
+
+    from asgard.tuner.unmanaged import JmxEndpoint
+
+    port = conf.get("asgard", "jmx_port", fallback=None)
+    given = dict(pair.split("=", 1) for pair in (conf.get("asgard", "jmx_endpoints", fallback="") or "").split(",")
+                 if "=" in pair)
+    ssl = (conf.get("asgard", "jmx_ssl", fallback="false") or "false").lower() in ("1", "true", "yes")
+    out = {}
+    for member in members:
+        where = given.get(member) or (f"{member}:{port}" if port else None)
+        if where:
+            host, _, p = where.strip().rpartition(":")
+            out[member] = JmxEndpoint(host=host, port=int(p), username=os.environ.get("AIRFLOW__ASGARD__JMX_USERNAME"),
+                                      password=os.environ.get("AIRFLOW__ASGARD__JMX_PASSWORD"), ssl=ssl,
+                                      truststore=conf.get("asgard", "jmx_truststore", fallback=None))
+    return out
 
 
 def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra", schedule: Any = "*/10 * * * *",
@@ -179,19 +229,35 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
         def reconfigure(plan: dict, recommendation: dict, params=None) -> dict:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-            from asgard.tuner.retune import reconfigure_ring
+            from asgard.tuner.dataset import DEFAULT_MODEL
+            from asgard.tuner.reconfigure import ReconfigureOptions, reconfigure as reconfigure_ring
+            from asgard.tuner.surrogates import Surrogate
 
-            contact, port, keyspace = _store_target()
+            def wait_quiet(bound_s: float) -> tuple[float, list]:
+                t0 = time.monotonic()
+                while True:
+                    busy = [d for d in by_id if RuntimeTaskInstance.get_dr_count(dag_id=d, states=["running"])]
+                    if not busy or time.monotonic() - t0 >= bound_s:
+                        return time.monotonic() - t0, busy
+                    log.info("waiting for runs in flight to finish before restarting: %s", busy[:5])
+                    time.sleep(2.0)
 
-            def in_flight() -> list:
-                return [d for d in by_id if RuntimeTaskInstance.get_dr_count(dag_id=d, states=["running"])]
-
-            outcome = reconfigure_ring(
-                recommendation, contact, port=port, keyspace=keyspace, lookahead_s=plan["lookahead_seconds"],
-                restart_seconds=params.get("restart_seconds"), apply=bool(params["apply"]),
-                force=bool(params["force"]), probe_seconds=float(params["probe_seconds"]),
-                quiet_wait_seconds=float(params["quiet_wait_seconds"]), model_path=model,
-                say=lambda line: log.info("%s", line), runs_in_flight=in_flight)
+            store, why_not = _tuning_store()
+            if store is None:
+                log.warning("%s", why_not)
+                outcome = {"decision": {"reconfigure": False, "reason": why_not}, "applied": None, "in_force": None}
+            else:
+                options = ReconfigureOptions(
+                    keyspace=store.keyspace, apply=bool(params["apply"]), force=bool(params["force"]),
+                    restart_seconds=params.get("restart_seconds"), lookahead_seconds=plan["lookahead_seconds"],
+                    probe_seconds=float(params["probe_seconds"]), quiet_wait_seconds=float(params["quiet_wait_seconds"]))
+                outcome, figures = reconfigure_ring(
+                    store, recommendation, Surrogate.load(Path(model) if model else DEFAULT_MODEL), options,
+                    jmx_endpoints_for=jmx_endpoints_for, say=lambda line: log.info("%s", line),
+                    wait_quiet=wait_quiet, warn=lambda line: log.warning("%s", line))
+                outcome.setdefault("dry_run", not options.apply)
+                outcome["figures"] = figures
+                log.info("%s", outcome["decision"]["reason"])
             outcome = json.loads(json.dumps(outcome, default=str))
             outcome["summary_md"] = summary_markdown(plan, outcome)
             return outcome

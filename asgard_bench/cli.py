@@ -35,7 +35,11 @@ def bench():
               help="Fresh processes per backend timing their first 10 KiB put (0 skips).")
 @click.option("--nodes", default=1, show_default=True,
               help="Cassandra instances: 1 uses the local node; more start a ring of their own on 127.0.0.11 onwards.")
-@click.option("--replication-factor", default=1, show_default=True, help="Replication factor on a --nodes ring.")
+@click.option("--replication-factor", default=1, show_default=True,
+              help="Replication factor on a --nodes or --hosts ring.")
+@click.option("--hosts", default=0, show_default=True,
+              help="Run Cassandra as one ring across this many emulated hosts (network namespaces, TLS, one "
+              "login; made for the bench, torn down after; needs root) and give each host's bytes.")
 @click.option("--spread-outputs", default=6, show_default=True,
               help="16 MiB outputs of one run written to measure each Cassandra instance's share (0 skips).")
 @click.option("--warmup/--no-warmup", default=True, show_default=True,
@@ -49,7 +53,7 @@ def bench():
               help="Network profile(s) (resources/network/profiles.yaml), comma-separated: with several (e.g. "
               "loopback,cloud) the bench runs under each in turn and a last table sets them side by side. A "
               "profile's servers are started and left running (`asgard stores down --network ...` stops them).")
-def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor,
+def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor, hosts,
              spread_outputs, warmup, warmup_seconds, small_seconds, network):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
@@ -67,12 +71,12 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
             sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
             small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
             nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
-            warmup_seconds=warmup_seconds, network=net, small_seconds=small_seconds,
+            warmup_seconds=warmup_seconds, network=net, small_seconds=small_seconds, hosts=hosts,
         )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    for net in networks:
+    for net in dict.fromkeys(r["network"] for r in rows):
         print_table([r for r in rows if r["network"] == net])
     if len(networks) > 1:
         print_side_by_side(rows)

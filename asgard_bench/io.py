@@ -364,8 +364,15 @@ def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16
         for t in (store.qualified_table, store.qualified_index):
             store.session.execute(f"DROP TABLE IF EXISTS {t}")
     shares = [v["live_bytes"] for v in per_node.values()]
+    host_bytes: dict[str, int] = {}
+    for node in nodes:  # members of a ring across hosts: their host is their network namespace
+        if getattr(node, "netns", None):
+            host_bytes[node.netns] = host_bytes.get(node.netns, 0) + per_node[node.address]["live_bytes"]
     return {
         "instance_bytes": {a: v["live_bytes"] for a, v in per_node.items()},
+        "host_bytes": host_bytes or None,
+        "max_min_host_bytes_ratio": (round(max(host_bytes.values()) / min(host_bytes.values()), 3)
+                                     if host_bytes and min(host_bytes.values()) else None),
         "max_min_bytes_ratio": round(max(shares) / min(shares), 3) if min(shares) else None,
         "largest_partition_bytes": max(v["largest_partition_bytes"] for v in per_node.values()),
         "chunk_group_bytes": store.chunks_per_partition * store.chunk_size,
@@ -386,14 +393,19 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                  memory_mib: int = 256, progress: bool = True, first_puts: int = 3, nodes: int = 1,
                  replication_factor: int = 1, spread_outputs: int = 6, warmup: bool = True,
                  network: str = "loopback", small_seconds: float = 30.0,
-                 warmup_seconds: float = WARMUP_SECONDS) -> list[dict]:
+                 warmup_seconds: float = WARMUP_SECONDS, hosts: int = 0, host_ring=None) -> list[dict]:
     """Rows ``{backend, object_bytes, write_mb_s, read_mb_s, ops_s, network, ...}``: throughput with
     server CPU per GB, 10 KiB ops/s with the first put of a fresh process, memory, and (Cassandra)
     the spread of one run over the instances. ``nodes > 1`` runs Cassandra on a ring of its own.
     ``network``: a profile of :mod:`asgard.resources.network`; its servers are started (and left running)
     in their namespaces behind the profile's links. ``small_seconds`` bounds each backend's 10 KiB
     measurement (fewer objects on a slow link). ``warmup`` runs untimed passes over every backend
-    first, repeated until ``warmup_seconds`` have passed (at least one)."""
+    first, repeated until ``warmup_seconds`` have passed (at least one). ``hosts``: Cassandra on a
+    ring of the project's own across that many emulated hosts (network namespaces on a bridge, TLS
+    internode and client, one login: :func:`asgard.resources.cassandra.hosts.emulated_host_ring`),
+    made for the bench and torn down after; ``host_ring``: such a ring already running. The bench
+    runs in this (the root) namespace and reaches the members by the hosts' addresses, and the
+    spread row gives each host's bytes."""
     from contextlib import ExitStack
 
     from rich.progress import Progress
@@ -401,6 +413,8 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
     from asgard.resources.network import Deployment
 
     deployment = Deployment(network, cassandra_heap="1G" if network != "loopback" else None)
+    if (hosts or host_ring) and (nodes > 1 or deployment.emulated):
+        raise ValueError("--hosts runs the ring across emulated hosts on its own: not with --nodes or a network profile")
     if deployment.emulated:
         if nodes > 1:
             raise ValueError("--nodes > 1 runs on loopback only: a profile puts one instance per store behind its link")
@@ -411,7 +425,15 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
         if "cassandra" in backends:
             from asgard.resources.cassandra import CassandraCluster
 
-            if nodes > 1:
+            if hosts and host_ring is None:
+                from asgard.resources.cassandra.hosts import emulated_host_ring
+
+                _, host_ring = stack.enter_context(emulated_host_ring(hosts, replication_factor=replication_factor))
+            if host_ring is not None:
+                cassandra_nodes = host_ring.members
+                kwargs["cassandra"] = {**host_ring.client_options(), "replication_factor": replication_factor,
+                                       "keyspace": f"asgard_hosts_rf{replication_factor}"}
+            elif nodes > 1:
                 ring = CassandraCluster(nodes=nodes, first_index=11, heap="1G")
                 ring.start()
                 stack.callback(ring.stop)
@@ -480,7 +502,7 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
                              "read_mb_s": None, "ops_s": None, "spread": result})
                 bar.advance(task)
         for row in rows:
-            row["network"] = network
+            row["network"] = network if host_ring is None else f"{len(host_ring.hosts)} emulated hosts"
             if row["backend"] == "cassandra" and row.get("ops_s") is not None:
                 # how often the client's fast paths (early, direct, fast read) stepped aside in this
                 # process over the whole run (step processes count their own)
@@ -549,6 +571,9 @@ def print_table(rows: list[dict]) -> None:
                 f"max/min {s['max_min_bytes_ratio'] if s['max_min_bytes_ratio'] is not None else '-'}; largest "
                 f"partition {s['largest_partition_bytes'] / MiB:,.2f} MiB (Cassandra's histogram bucket; one chunk "
                 f"group is {s['chunk_group_bytes'] / MiB:,.2f} MiB)")
+            if s.get("host_bytes"):
+                console.print("per host: " + ", ".join(f"{h}: {b / MiB:,.1f} MiB" for h, b in s["host_bytes"].items())
+                              + f"; max/min {s['max_min_host_bytes_ratio']}")
 
 
 def print_side_by_side(rows: list[dict]) -> None:

@@ -11,7 +11,8 @@
    ``system.peers_v2``; each member 127.0.0.i is the local instance the project runs, which must
    be running: a member that is down is never started, nothing is applied. A ring with a member
    the project does not run -- the user's own cluster -- is tuned from outside instead, creating
-   and restarting nothing: :mod:`.retune_unmanaged`), reads the
+   and restarting nothing: :mod:`asgard.tuner.reconfigure_unmanaged`; the step itself is
+   :func:`asgard.tuner.reconfigure.reconfigure`, shared with the Airflow retune DAG), reads the
    configuration in force back from every member (keyspace and table options,
    ``system_views.settings``: :mod:`asgard.tuner.readback`), changes only the searched knobs of it, and
    runs SOPHIA's cost-benefit analysis; applies the result only when the projected gain over the
@@ -198,163 +199,40 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
     @op
     def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
-        from asgard.resources.cassandra.cluster import HintsPendingError, RingMemberError, managed_ring
-        from asgard.resources.process import port_open
         from asgard.resources.stores.cql import CassandraObjectStore
-        from asgard.tuner.costbenefit import decide, needs_restart
         from asgard.tuner.dataset import DEFAULT_MODEL
-        from asgard.tuner.readback import read_member_configurations
+        from asgard.tuner.reconfigure import ReconfigureOptions, reconfigure as reconfigure_ring, store_unreachable
         from asgard.tuner.surrogates import Surrogate
-        from asgard.tuner.workload import Workload
 
         config = RetuneConfig(**recommendation["config"])
-        model = Surrogate.load(model_file or DEFAULT_MODEL)
         connection = asgard_cassandra.connection_kwargs()
         contact = [f"127.0.0.{config.node_index}"] if config.node_index is not None else connection["contact_points"]
-        port = connection["port"]
 
-        def finish(outcome: dict, **metadata) -> dict:
+        def finish(outcome: dict, metadata: dict) -> dict:
             context.log.info(outcome["decision"]["reason"])
             context.add_output_metadata({"reconfigure": bool(outcome["decision"]["reconfigure"]),
                                          "reason": outcome["decision"]["reason"], **metadata})
             return outcome
 
-        def nothing(reason: str) -> dict:
-            context.log.warning(reason)
-            return finish({"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None})
-
-        if not any(port_open(h, port) for h in contact):  # a node someone stopped stays stopped
-            return nothing(f"Cassandra at {', '.join(contact)} is not running (nothing answers on port {port}): "
-                           "nothing read, nothing applied")
+        unreachable = store_unreachable(contact, connection["port"])
+        if unreachable:
+            context.log.warning(unreachable)
+            return finish({"decision": {"reconfigure": False, "reason": unreachable}, "applied": None,
+                           "in_force": None}, {})
         entry = _local_instance(contact[0])
         if connection["ssl_ca_file"] or connection["username"] or entry is None or not entry.secure:
             store = asgard_cassandra.get_store(contact_points=contact, keyspace=config.keyspace)
         else:  # no login configured for a secure local node: the job manages it, with its own CA and superuser
             store = CassandraObjectStore(**entry.client_options(), keyspace=config.keyspace)
-        try:  # every member the cluster names, as the local instance that runs it (or not ours)
-            ring, all_members, foreign = managed_ring(store.session)
-        except RingMemberError as exc:
-            return nothing(f"nothing read, nothing applied: {exc}")
-        if ring is None:  # a cluster the project does not run: tuned from outside, created on nothing
-            from .retune_unmanaged import reconfigure_unmanaged
-
-            return reconfigure_unmanaged(context, store, config, recommendation, model, all_members, foreign,
-                                         asgard_cassandra.jmx_endpoints_for(all_members), finish)
-        store.ensure_schema()  # the project's own ring: its tables exist before they are tuned
-        members = [n.address for n in ring.nodes]
-        # the configuration in force, read back from every member, not from a record of what was applied
-        by_member = read_member_configurations(store.session, config.keyspace, members)
-        current, unreadable = by_member[members[0]]
-        if unreadable:
-            context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
-        # only the searched (or given) knobs change; everything else stays as it is in force
-        new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
-        # a member left on other restart-only values (a rolling restart stopped part-way) restarts too
-        stale = [a for a in members[1:] if needs_restart(by_member[a][0], new)]
-        measured = {n.address: n.restart_seconds() for n in ring.nodes}
-        if config.restart_seconds is not None:
-            restart_s, restart_source = config.restart_seconds, "configured"
-        elif any(v is not None for v in measured.values()):
-            slowest = max((a for a in measured if measured[a] is not None), key=lambda a: measured[a])
-            restart_s = measured[slowest]
-            restart_source = (f"median of the recent restarts of {slowest} (its restarts.jsonl), the slowest of the "
-                              f"ring's members: {measured}")
-        else:
-            restart_s, restart_source = ASSUMED_RESTART_SECONDS, "assumed: no member has a measured restart yet"
-        live_s, live_slowdown, live_source = live_change_cost(ring.nodes)
-        lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
-        decision = decide(model, Workload(**recommendation["workload"]), current, new,
-                          lookahead_s=lookahead, restart_seconds=restart_s, live_seconds=live_s,
-                          live_slowdown=live_slowdown)
-        rf = keyspace_replication(store, config.keyspace)
-        rolling = rf >= 2 and len(members) > 1
-        outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
-                   "unreadable": unreadable, "restart_seconds": restart_s, "restart_source": restart_source,
-                   "live_change_seconds": live_s, "live_slowdown": live_slowdown, "live_source": live_source,
-                   "ring": members, "replication_factor": rf,
-                   "restart_plan": "rolling" if rolling else "together after a quiet window"}
-        # three significant figures: a live change's cost is a few hundredths of a second of throughput
-        metadata = {"benefit": MetadataValue.float(float(f"{decision.benefit_ops:.3g}")),
-                    "cost": MetadataValue.float(float(f"{decision.cost_ops:.3g}")),
-                    "lookahead_seconds": MetadataValue.float(lookahead),
-                    "restart_seconds": MetadataValue.float(float(restart_s)), "restart_source": restart_source,
-                    "live_change_seconds": MetadataValue.float(round(live_s, 2)),
-                    "live_slowdown": MetadataValue.float(round(live_slowdown, 4)), "live_source": live_source,
-                    "ring": MetadataValue.json(members), "replication_factor": MetadataValue.int(rf),
-                    # over the configuration in force: the baseline the probes measure the realized gain on
-                    "predicted_gain_pct": MetadataValue.float(round(float(decision.predicted_gain_pct), 2))}
-        if not config.apply or not (decision.reconfigure or config.force):
-            return finish(outcome, **metadata)
-        if config.force and not decision.reconfigure:
-            outcome["decision"] = {**outcome["decision"], "reconfigure": True, "forced": True,
-                                   "reason": f"applied as forced (force=True), though {decision.reason}"}
-
-        restart = needs_restart(current, new) or bool(stale)
-        if restart and not rolling:
-            # one replica per partition: every request to it waits out the restart; do it when no run is in flight
-            waited, busy = wait_quiet(context, config.quiet_wait_seconds)
-            metadata["quiet_wait_seconds"] = MetadataValue.float(round(waited, 1))
-            outcome["quiet_wait_seconds"] = round(waited, 1)
-            if busy:
-                outcome["decision"] = {**outcome["decision"], "reconfigure": False, "deferred": True, "reason": (
-                    f"deferred: a restart with replication factor {rf} waits for no run in flight, and after "
-                    f"{waited:.0f} s runs {busy[:5]} still were (quiet_wait_seconds={config.quiet_wait_seconds:g})")}
-                return finish(outcome, **metadata)
-
-        workload = Workload(**recommendation["workload"])
-        before = probe(ring, store, workload, config.probe_seconds)
-
-        def apply_new():
-            return apply_config(ring, store, new, current, force_restart=bool(stale), rolling=rolling,
-                                hints_timeout=config.hints_wait_seconds)
-
-        try:
-            if restart or not before:
-                applied, during = apply_new(), None
-            else:  # a live change: the probe's workload runs on while it is applied (its dip)
-                from asgard.tuner.measure import ops_during
-
-                applied, during = ops_during(store, workload, apply_new)
-        except HintsPendingError as exc:
-            done = getattr(exc, "records", [])
-            outcome["decision"] = {**outcome["decision"], "reconfigure": False, "partial": True, "reason": (
-                f"stopped part-way: {exc} Members restarted: {[r['member'] for r in done]}; the next retune "
-                "restarts the others")}
-            outcome["applied"] = {"restarted": bool(done), "restart_mode": "rolling", "members": done}
-            return finish(outcome, **metadata)
-        if not applied.restarted and (applied.live or applied.table):
-            slowdown = None if during is None else dip_during(before, during)
-            for member in ring.nodes:
-                member.record_live_change(applied.seconds, slowdown)
-            metadata["measured_live_change"] = MetadataValue.json(
-                {"seconds": round(applied.seconds, 2), "ops_per_s_during": None if during is None else round(during, 1),
-                 "slowdown": None if slowdown is None else round(slowdown, 4)})
-        after = probe(ring, store, workload, config.probe_seconds)
-        outcome["applied"] = applied.as_dict()
-        metadata["applied"] = MetadataValue.json(outcome["applied"])
-        if applied.restarted:
-            metadata["measured_restart_seconds"] = MetadataValue.float(round(applied.node_restart_seconds, 2))
-            metadata["restart_order"] = MetadataValue.json([r["member"] for r in applied.members])
-            metadata["member_restart_seconds"] = MetadataValue.json(
-                {r["member"]: r["restart_seconds"] for r in applied.members})
-        # what each member runs now, read back from it
-        outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in
-                                         read_member_configurations(store.session, config.keyspace, members).items()}
-        predicted = float(decision.predicted_gain_pct)
-        if before and after:
-            realized, noise = realized_gain(before, after)
-            outcome.update(predicted_gain_pct=predicted, realized_gain_pct=realized, noise_pct=noise)
-            metadata.update(realized_gain_pct=MetadataValue.float(round(realized, 2)),
-                            noise_pct=MetadataValue.float(round(noise, 2)))
-            context.log.info(f"predicted {predicted:+.1f}%, realized {realized:+.1f}% (noise {noise:.1f}%)")
-            if realized < -noise:
-                # worse beyond what the probe can tell from noise: back to what was in force
-                rolled = apply_config(ring, store, current, new, rolling=rolling,
-                                      hints_timeout=config.hints_wait_seconds)
-                outcome["rolled_back"] = rolled.as_dict()
-                metadata["rolled_back"] = MetadataValue.json(outcome["rolled_back"])
-                context.log.warning(f"rolled back: realized {realized:+.1f}% is worse than the noise of {noise:.1f}%")
-        return finish(outcome, **metadata)
+        options = ReconfigureOptions(
+            keyspace=config.keyspace, apply=config.apply, force=config.force, restart_seconds=config.restart_seconds,
+            probe_seconds=config.probe_seconds, quiet_wait_seconds=config.quiet_wait_seconds,
+            hints_wait_seconds=config.hints_wait_seconds)
+        outcome, metadata = reconfigure_ring(
+            store, recommendation, Surrogate.load(model_file or DEFAULT_MODEL), options,
+            jmx_endpoints_for=asgard_cassandra.jmx_endpoints_for, say=context.log.info, warn=context.log.warning,
+            wait_quiet=lambda bound_s: wait_quiet(context, bound_s))
+        return finish(outcome, metadata)
 
     @job(name=name, tags={"dagster/priority": RETUNE_PRIORITY},
          resource_defs={CONNECTION_KEY: connection if connection is not None else CassandraResource()},

@@ -150,3 +150,49 @@ def test_without_jmx_a_live_setting_is_recorded_with_the_command_an_operator_run
     [knob] = result.output_for_node("reconfigure")["knobs"]
     assert knob["knob"] == "concurrent_reads" and knob["applied"] is False
     assert "nodetool setconcurrency ReadStage 16" in knob["why"] and knob["cassandra_yaml"] == {"concurrent_reads": 16}
+
+
+def test_the_airflow_retune_dag_tunes_it_from_outside_the_same_way(login, tmp_path):
+    """The Airflow retune DAG runs the Dagster job's own step (asgard.tuner.reconfigure): through
+    ``airflow dags test``, with the XCom backend's ``[asgard]`` settings pointing at this cluster
+    (login from the environment, its CA) and JMX from ``[asgard] jmx_endpoints``."""
+    import json
+
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from tests.airflow_support import dags_test, make_home, xcom_rows
+
+    keyspace = "asgard_unmanaged_airflow"
+    options = {"contact_points": [login.address], "username": SUPERUSER, "password": login.superuser_password(),
+               "ssl_ca_file": str(login.tls.ca_cert)}
+    # their pipelines' objects table exists (the XCom backend made it); the retune creates nothing
+    seeded = CassandraObjectStore(**options, keyspace=keyspace)
+    seeded.put(ObjectKey("run/airflow-seed", "x"), b"x" * 100_000)
+    home = make_home(tmp_path / "airflow", AIRFLOW__ASGARD__CONTACT_POINTS=login.address,
+                     AIRFLOW__ASGARD__KEYSPACE=keyspace, AIRFLOW__ASGARD__SSL_CA_FILE=str(login.tls.ca_cert),
+                     AIRFLOW__ASGARD__USERNAME=SUPERUSER, AIRFLOW__ASGARD__PASSWORD=login.superuser_password(),
+                     AIRFLOW__ASGARD__JMX_ENDPOINTS=f"{login.address}=127.0.0.1:{JMX_BASE_PORT + INDEX - 1}",
+                     AIRFLOW__ASGARD__JMX_USERNAME=SUPERUSER, AIRFLOW__ASGARD__JMX_PASSWORD=login.superuser_password())
+    knobs = {"compaction": "UCS", "concurrent_writes": 48, "memtable_flush_writers": 3}
+    rc, out, run_id = dags_test(home, "asgard_retune_test", {
+        "always": True, "knobs": knobs, "force": True, "evaluations": 100, "lookahead_seconds": 600,
+        "probe_seconds": 0})
+    assert rc == 0, out[-6000:]
+    outcome = xcom_rows(home, "asgard_retune_test", run_id)[("reconfigure", -1, "return_value")]
+    by_knob = {k["knob"]: k for k in outcome["knobs"]}
+    assert set(by_knob) == set(knobs), outcome
+    assert by_knob["compaction"]["applied"] and by_knob["concurrent_writes"]["applied"], by_knob
+    assert by_knob["memtable_flush_writers"]["applied"] is False
+    assert by_knob["memtable_flush_writers"]["cassandra_yaml"] == {"memtable_flush_writers": 3}
+    assert outcome["figures"]["not_applied_knobs"] == ["memtable_flush_writers"]
+    assert outcome["decision"]["managed"] is False and "does not run" in outcome["decision"]["reason"]
+    assert "asgard cassandra up" not in out and "is down" not in out
+    session = seeded.session
+    table = session.execute("SELECT compaction FROM system_schema.tables WHERE keyspace_name = %s AND "
+                            "table_name = 'objects'", (keyspace,)).one()
+    assert table.compaction["class"].endswith("UnifiedCompactionStrategy")
+    writes = session.execute("SELECT value FROM system_views.settings WHERE name = 'concurrent_writes'").one()
+    assert writes.value == "48"
+    # the decision report (Rendered Template) lists the knob left to an operator, with its yaml change
+    assert '| `memtable_flush_writers` | `3` | no |' in outcome["summary_md"]
+    assert json.dumps({"memtable_flush_writers": 3}) in outcome["summary_md"]

@@ -5,27 +5,24 @@ share.
 * :func:`recommend`: the surrogate's best configuration for a workload (its ANOVA key knobs of
   the server, searched), or an operator's given knob values, predicted the same way;
 * :func:`forecast_lookahead`: the look-ahead window T_L from upcoming runs and recent durations;
-* :func:`reconfigure_ring`: find the ring, read the configuration in force back, run the
-  cost-benefit analysis, and (unless a dry run) apply, probe and roll back: what the Dagster
-  ``reconfigure`` op does, with the orchestrator's logging and "runs in flight" passed in;
+* the last step, find the ring, read the configuration in force back, decide, apply, probe and
+  roll back, is :func:`asgard.tuner.reconfigure.reconfigure`;
 * the helpers both use: :func:`apply_config`, :func:`probe`, :func:`realized_gain`,
   :func:`live_change_cost`, :func:`keyspace_replication`, :func:`given_configuration`, ...
 
-Example (a dry run against the local node)::
+Example::
 
-    from asgard.tuner.retune import recommend, reconfigure_ring
+    from asgard.tuner.retune import recommend
     from asgard.tuner.workload import Workload
     rec = recommend(Workload.from_dag("scatter", 6, 256))
-    outcome = reconfigure_ring(rec, ["127.0.0.1"], lookahead_s=1800, apply=False)
-    print(outcome["decision"]["reason"])
+    print(rec["knobs"], rec["predicted_gain_vs_default_pct"])
 """
 from __future__ import annotations
 
 import logging
 import statistics
-import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import yaml
 
@@ -188,116 +185,3 @@ def recommend(workload, knobs: Mapping[str, Any] | None = None, method: str = "n
         result = search(model, workload, knobs=searched, method=method, evaluations=evaluations)
     return {"workload": workload.as_dict(), "knobs": result.config.as_dict(), "search": result.as_dict(),
             "predicted_gain_vs_default_pct": float(result.predicted_gain_pct)}
-
-
-def reconfigure_ring(recommendation: dict, contact_points: list[str], port: int = 9042, keyspace: str = "asgard",
-                     lookahead_s: float | None = None, restart_seconds: float | None = None, apply: bool = True,
-                     force: bool = False, probe_seconds: float = 2.0, quiet_wait_seconds: float = 300.0,
-                     hints_wait_seconds: float = 120.0, model_path: str | Path | None = None,
-                     store_factory: Callable[..., Any] | None = None, say: Callable[[str], None] = log.info,
-                     runs_in_flight: Callable[[], list] = lambda: []) -> dict:
-    """Decide (SOPHIA's cost-benefit analysis over the configuration read back from the ring) and,
-    with ``apply``, reconfigure: the outcome dict (``decision``, ``applied``, ``in_force``, the
-    restart and live-change costs and where they come from, ``ring``, ``replication_factor``).
-
-    ``store_factory(contact_points=..., keyspace=...)`` opens the store (default: the local
-    instance's own client options for a secure node, else a plain :class:`CassandraObjectStore`);
-    ``say`` logs a line where the orchestrator's user reads it; ``runs_in_flight()`` lists other
-    runs a restart with replication factor 1 must wait for.
-    """
-    from asgard.resources.cassandra.cluster import HintsPendingError, RingMemberError, local_ring
-    from asgard.resources.process import port_open
-    from asgard.resources.stores.cql import CassandraObjectStore
-
-    from .costbenefit import decide, needs_restart
-    from .dataset import DEFAULT_MODEL
-    from .readback import read_member_configurations
-    from .surrogates import Surrogate
-    from .workload import Workload
-
-    def nothing(reason: str) -> dict:
-        say(reason)
-        return {"decision": {"reconfigure": False, "reason": reason}, "applied": None, "in_force": None}
-
-    if not any(port_open(h, port) for h in contact_points):  # a node someone stopped stays stopped
-        return nothing(f"Cassandra at {', '.join(contact_points)} is not running (nothing answers on port {port}): "
-                       "nothing read, nothing applied")
-    entry = local_instance(contact_points[0])
-    if store_factory is not None:
-        store = store_factory(contact_points=contact_points, keyspace=keyspace)
-    elif entry is not None and entry.secure:
-        store = CassandraObjectStore(**entry.client_options(), keyspace=keyspace)
-    else:
-        store = CassandraObjectStore(contact_points=contact_points, port=port, keyspace=keyspace)
-    store.ensure_schema()
-    try:
-        ring = local_ring(store.session)
-    except RingMemberError as exc:
-        return nothing(f"nothing read, nothing applied: {exc}")
-    members = [n.address for n in ring.nodes]
-    by_member = read_member_configurations(store.session, keyspace, members)
-    current, unreadable = by_member[members[0]]
-    new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
-    stale = [a for a in members[1:] if needs_restart(by_member[a][0], new)]
-    measured = {n.address: n.restart_seconds() for n in ring.nodes}
-    if restart_seconds is not None:
-        restart_s, restart_source = restart_seconds, "configured"
-    elif any(v is not None for v in measured.values()):
-        slowest = max((a for a in measured if measured[a] is not None), key=lambda a: measured[a])
-        restart_s, restart_source = measured[slowest], (
-            f"median of the recent restarts of {slowest} (its restarts.jsonl), the slowest of the ring's members")
-    else:
-        restart_s, restart_source = ASSUMED_RESTART_SECONDS, "assumed: no member has a measured restart yet"
-    live_s, live_slowdown, live_source = live_change_cost(ring.nodes)
-    lookahead = float(lookahead_s or ASSUMED_LOOKAHEAD_SECONDS)
-    model = Surrogate.load(Path(model_path) if model_path else DEFAULT_MODEL)
-    workload = Workload(**recommendation["workload"])
-    decision = decide(model, workload, current, new, lookahead_s=lookahead, restart_seconds=restart_s,
-                      live_seconds=live_s, live_slowdown=live_slowdown)
-    rf = keyspace_replication(store, keyspace)
-    rolling = rf >= 2 and len(members) > 1
-    outcome = {"decision": decision.as_dict(), "applied": None, "in_force": current.non_default(),
-               "recommended": new.non_default(), "unreadable": unreadable, "restart_seconds": restart_s,
-               "restart_source": restart_source, "live_change_seconds": live_s, "live_slowdown": live_slowdown,
-               "live_source": live_source, "ring": members, "replication_factor": rf, "lookahead_seconds": lookahead,
-               "restart_plan": "rolling" if rolling else "together after a quiet window", "dry_run": not apply}
-    say(f"decision: {'reconfigure' if decision.reconfigure else 'keep'}: {decision.reason}")
-    if not apply or not (decision.reconfigure or force):
-        return outcome
-    if force and not decision.reconfigure:
-        outcome["decision"] = {**outcome["decision"], "reconfigure": True, "forced": True,
-                               "reason": f"applied as forced, though {decision.reason}"}
-    restart = needs_restart(current, new) or bool(stale)
-    if restart and not rolling:
-        t0 = time.monotonic()
-        while (busy := runs_in_flight()) and time.monotonic() - t0 < quiet_wait_seconds:
-            say(f"waiting for runs in flight to finish before restarting: {busy[:5]}")
-            time.sleep(2.0)
-        outcome["quiet_wait_seconds"] = round(time.monotonic() - t0, 1)
-        if busy:
-            outcome["decision"] = {**outcome["decision"], "reconfigure": False, "deferred": True, "reason": (
-                f"deferred: a restart with replication factor {rf} waits for no run in flight, and runs {busy[:5]} "
-                f"still were after {quiet_wait_seconds:g} s")}
-            return outcome
-    before = probe(ring, store, workload, probe_seconds)
-    try:
-        applied = apply_config(ring, store, new, current, force_restart=bool(stale), rolling=rolling,
-                               hints_timeout=hints_wait_seconds)
-    except HintsPendingError as exc:
-        done = getattr(exc, "records", [])
-        outcome["decision"] = {**outcome["decision"], "reconfigure": False, "partial": True,
-                               "reason": f"stopped part-way: {exc}; the next retune restarts the others"}
-        outcome["applied"] = {"restarted": bool(done), "restart_mode": "rolling", "members": done}
-        return outcome
-    outcome["applied"] = applied.as_dict()
-    after = probe(ring, store, workload, probe_seconds)
-    if before and after:
-        realized, noise = realized_gain(before, after)
-        outcome.update(predicted_gain_pct=float(decision.predicted_gain_pct), realized_gain_pct=realized,
-                       noise_pct=noise)
-        say(f"predicted {decision.predicted_gain_pct:+.1f}%, realized {realized:+.1f}% (noise {noise:.1f}%)")
-        if realized < -noise:  # worse beyond what the probes can tell from noise: back to what was in force
-            outcome["rolled_back"] = apply_config(ring, store, current, new, rolling=rolling,
-                                                  hints_timeout=hints_wait_seconds).as_dict()
-            say(f"rolled back: realized {realized:+.1f}% is worse than the noise of {noise:.1f}%")
-    return outcome

@@ -29,6 +29,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,34 @@ def launched_host_members() -> list[CassandraNode]:
         except (ValueError, KeyError, ServerError):
             continue
     return members
+
+
+@contextlib.contextmanager
+def emulated_host_ring(count: int = 3, replication_factor: int = 3, heap: str = "768M",
+                       instances_per_host: int | None = 1, extra_hosts: int = 0):
+    """``count`` emulated hosts (network namespaces with two fake NUMA nodes each) running one ring
+    of the project's Cassandra; yields ``(hosts, ring)`` and tears both down afterwards. The ring's
+    CA is made in ``run/hosts-ring-ca`` (its key there, never on a member). ``extra_hosts`` more
+    namespaces are made but left out of the ring (for a host that joins later).
+    ``instances_per_host`` caps the one-per-NUMA-node plan (1 on a 2-core machine)."""
+    import shutil
+
+    from ..network.hosts import EmulatedHosts
+
+    stop_leftovers()
+    shutil.rmtree(run_dir("hosts"), ignore_errors=True)
+    hosts = EmulatedHosts(count + extra_hosts, numa_nodes=2, addresses_per_host=instances_per_host).up()
+    ring = None
+    try:
+        ca = run_dir("hosts-ring-ca")
+        shutil.rmtree(ca)
+        ca.mkdir()
+        ring = HostRing(hosts.hosts[:count], ring_ca=ca, heap=heap, instances_per_host=instances_per_host,
+                        replication_factor=replication_factor)
+        ring.start()
+        yield hosts, ring
+    finally:
+        if ring is not None:
+            ring.stop()
+        hosts.down()
+        shutil.rmtree(run_dir("hosts"), ignore_errors=True)

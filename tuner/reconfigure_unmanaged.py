@@ -1,11 +1,11 @@
-"""The retune job's ``reconfigure`` step on a cluster the project does not run.
+"""The retune's ``reconfigure`` step (:mod:`.reconfigure`) on a cluster the project does not run.
 
 Reached when a member of the ring is not a local instance of this project (the user's own
 cluster, on their hosts, or a Cassandra started without ``asgard cassandra up``). Nothing is
 created there and nothing is restarted: the configuration in force is read from every member
 over CQL; the decision is made on what can be changed from outside (keyspace and table options by
-CQL, live settings over JMX where :class:`~asgard_dagster.CassandraResource` gives JMX
-endpoints); the rest of the recommendation -- restart-only settings, live ones without JMX -- is
+CQL, live settings over JMX where the caller gives JMX endpoints: Dagster's
+:class:`~asgard_dagster.CassandraResource`, Airflow's ``[asgard] jmx_*`` settings); the rest of the recommendation -- restart-only settings, live ones without JMX -- is
 recorded knob by knob as not applied, with why and the ``cassandra.yaml`` change an operator (or
 their cass-operator ``spec.config``) would make. The run succeeds in every case.
 """
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from dagster import MetadataValue
 
-
-def reconfigure_unmanaged(context, store, config, recommendation: dict, model, members: list[str],
-                          foreign: list[str], jmx: dict, finish: Callable[..., dict]) -> dict:
+def reconfigure_unmanaged(store, recommendation: dict, model, options, members: list[str], foreign: list[str],
+                          jmx: dict, say: Callable[[str], None], warn: Callable[[str], None]) -> tuple[dict, dict]:
+    """``(outcome, metadata)`` as :func:`.reconfigure.reconfigure` returns them."""
     from asgard.resources.cassandra.orders import RingControl
     from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN, decide, needs_restart
     from asgard.tuner.knobs import KEYSPACE, KNOBS, LIVE, RESTART, TABLE
@@ -27,13 +26,15 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
 
     from asgard.tuner.retune import ASSUMED_LOOKAHEAD_SECONDS, ASSUMED_RESTART_SECONDS
 
+    keyspace = options.keyspace
+
     session = store.session
     up = {h.address for h in session.cluster.metadata.all_hosts() if h.is_up}
     readable = [m for m in members if m in up]
-    by_member = read_member_configurations(session, config.keyspace, readable, table=store.table)
+    by_member = read_member_configurations(session, keyspace, readable, table=store.table)
     current, unreadable = by_member[readable[0]]
     if unreadable:
-        context.log.warning(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
+        warn(f"settings not mapped onto knobs (taken at their defaults): {unreadable}")
     new = current.replace(**{k: recommendation["knobs"][k] for k in recommendation["search"]["knobs"]})
     with_jmx = bool(members) and all(m in jmx for m in members)
     # the project's ring across hosts: each host's agent takes restart orders from the ring itself
@@ -43,13 +44,14 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
     kinds = {TABLE, KEYSPACE} | ({LIVE, RESTART} if by_agents else ({LIVE} if with_jmx else set()))
     # the decision weighs what can be applied from here: nothing restarts on a cluster we do not run
     reachable = current.replace(**{k: new[k] for k in current.diff(new) if KNOBS[k].apply in kinds})
-    lookahead = float(recommendation.get("lookahead_seconds") or ASSUMED_LOOKAHEAD_SECONDS)
+    lookahead = float(options.lookahead_seconds or recommendation.get("lookahead_seconds")
+                      or ASSUMED_LOOKAHEAD_SECONDS)
     restart = needs_restart(current, reachable)
     decision = decide(model, Workload(**recommendation["workload"]), current, reachable, lookahead_s=lookahead,
                       restart_seconds=ASSUMED_RESTART_SECONDS if restart else 0.0, live_seconds=0.0,
                       live_slowdown=ASSUMED_LIVE_SLOWDOWN)
-    act = config.apply and (decision.reconfigure or config.force)
-    outcomes = apply_unmanaged(session, config.keyspace, store.table, current, new, members,
+    act = options.apply and (decision.reconfigure or options.force)
+    outcomes = apply_unmanaged(session, keyspace, store.table, current, new, members,
                                {} if by_agents else jmx, apply=act)
     restarts = None
     if by_agents:
@@ -67,9 +69,9 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
                 o.why = f"not applied: a dry run (apply: false); the hosts' agents of {sorted(set(agents.values()))} would"
     report = knob_report(outcomes)
     reason = decision.reason
-    if config.force and not decision.reconfigure and act:
+    if options.force and not decision.reconfigure and act:
         reason = f"applied as forced (force=True), though {decision.reason}"
-    elif not config.apply:
+    elif not options.apply:
         reason = f"a dry run (apply: false): {decision.reason}"
     if by_agents:
         reason = (f"{reason}. A ring across hosts ({sorted(set(agents.values()))}): keyspace and table options by "
@@ -87,22 +89,18 @@ def reconfigure_unmanaged(context, store, config, recommendation: dict, model, m
                "agents": agents, "restarts": restarts}
     if act:
         outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in read_member_configurations(
-            session, config.keyspace, readable, table=store.table).items()}
+            session, keyspace, readable, table=store.table).items()}
     metadata: dict[str, Any] = {
-        "benefit": MetadataValue.float(float(f"{decision.benefit_ops:.3g}")),
-        "cost": MetadataValue.float(float(f"{decision.cost_ops:.3g}")),
-        "lookahead_seconds": MetadataValue.float(lookahead),
-        "ring": MetadataValue.json(members), "managed": False, "by_agents": by_agents,
-        "knobs": MetadataValue.json(report["knobs"]),
-        "applied_knobs": MetadataValue.json(report["applied_knobs"]),
-        "not_applied_knobs": MetadataValue.json(report["not_applied_knobs"]),
-        "predicted_gain_pct": MetadataValue.float(round(float(decision.predicted_gain_pct), 2)),
+        "benefit": float(f"{decision.benefit_ops:.3g}"), "cost": float(f"{decision.cost_ops:.3g}"),
+        "lookahead_seconds": lookahead, "ring": members, "managed": False, "by_agents": by_agents,
+        "knobs": report["knobs"], "applied_knobs": report["applied_knobs"],
+        "not_applied_knobs": report["not_applied_knobs"],
+        "predicted_gain_pct": round(float(decision.predicted_gain_pct), 2),
     }
     if restarts:
-        metadata["restart_order"] = MetadataValue.json([r["member"] for r in restarts])
-        metadata["member_restart_seconds"] = MetadataValue.json(
-            {r["member"]: r.get("restart_seconds") for r in restarts})
+        metadata["restart_order"] = [r["member"] for r in restarts]
+        metadata["member_restart_seconds"] = {r["member"]: r.get("restart_seconds") for r in restarts}
     restart_yaml = {k: v for o in outcomes if o.yaml for k, v in o.yaml.items()}
     if restart_yaml:
-        metadata["cassandra_yaml_for_an_operator"] = MetadataValue.json(restart_yaml)
-    return finish(outcome, **metadata)
+        metadata["cassandra_yaml_for_an_operator"] = restart_yaml
+    return outcome, metadata
