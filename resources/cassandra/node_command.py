@@ -1,0 +1,253 @@
+"""The command line that runs one :class:`~asgard.resources.cassandra.node.CassandraNode`: its JVM
+flags and the start-up shortcuts of a local node (no gossip-settle wait, ring delay, heap pinning or
+row-overhead estimate; an AppCDS archive), and how client requests are threaded.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .install import cds_archive, cds_classlist, install, server_classpath
+from .jvm import GC_FLAGS, JVM17_FLAGS
+
+# What a local, freshly created node does not need to wait for.
+FAST_START_PROPERTIES = [
+    "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+    "-Dcassandra.ring_delay_ms=0",
+    "-Dcassandra.skip_schema_check=true",
+    "-Dcassandra.migration_task_wait_in_seconds=0",
+]
+
+# The default role is set up by a task that reschedules itself after superuser_setup_delay_ms
+# while "some nodes were not ready" (CassandraRoleManager.scheduleSetupTask). At 0 a ring member
+# whose peers were not up yet spun on it: one instance wrote 32 million such lines (5 GB of
+# server.log) and kept a core busy. A lone instance is ready at once, so 0 costs it nothing.
+RING_SUPERUSER_SETUP_DELAY_MS = 500
+
+# Idle workers of Cassandra's shared request pool sleep-spin, waking every 10 us, for up to 10 ms
+# before parking: a client that sends one request at a time keeps one spinning between requests.
+# With the project's patch (patches/5.0.9/sep-worker-spin.patch) a small host parks them after
+# 50 us of spinning instead. Two instances side by side, 12 rounds alternating
+# (docs/results/issue13-sep-spin.txt; A/A in brackets): JVM context switches per 10 KiB put+get
+# 15.2 vs 28.3, server CPU per op 0.83x [0.99], ops/s 1.18x [1.01]; 64 MiB reads 1.23x MB/s
+# [1.03], server CPU per GB 0.65x [0.99]. Hosts above SMALL_HOST_CPUS keep upstream's spin, which
+# trades CPU for latency under many concurrent clients. ASGARD_CASSANDRA_SEP_STOP_CHECK_NS sets it
+# for any host ("" for upstream's).
+SMALL_HOST_CPUS = 4
+SMALL_HOST_SEP_STOP_CHECK_NS = 50_000
+
+# Where a client request runs (patches sep-run-immediately and native-inline). Upstream, a
+# coordinator's own "immediate" local read or mutation is queued to a pool worker whenever no
+# other task is queued (SEPExecutor.takeWorkPermit(false) wants a queued task; CASSANDRA-21429,
+# fixed on trunk), and every request is handed from the connection's event loop to the request
+# pool and back: four wake-ups per request. Two instances side by side, 10 rounds alternating
+# (docs/results/issue13-run-to-completion.txt), both fixes against neither: JVM context switches per
+# 10 KiB put+get 2.3 vs 13.9, ops/s 1.48x, server CPU per op 0.71x; 64 MiB reads 1.12x MB/s,
+# server CPU per GB 0.68x. The first fix is a bug fix and always on. Running requests on the
+# event loop holds up that loop's other connections while one waits (for a remote replica,
+# a full memtable); a small host has few of either, so it is on up to SMALL_HOST_CPUS, and
+# ASGARD_CASSANDRA_NATIVE_INLINE=1 or 0 sets it on any host.
+RUN_IMMEDIATELY_PROPERTY = "-Dasgard.sep_run_immediately=true"
+NATIVE_INLINE_PROPERTY = "-Dasgard.native_inline=true"
+
+# A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
+# (2000 by default) so the message gets there before messaging closes. A lone instance has no
+# one to tell; on loopback a peer gets it in well under 200 ms. Stop at 127.0.0.6 on a loaded
+# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0. (A lone node no longer stops by
+# SIGTERM at all: CassandraNode.stop.)
+#
+# Where a restart of a lone node went (127.0.0.24, 1 GiB heap, 2 shared cores, system.log and
+# wall clock; docs/results/issue10-restart-breakdown.txt): the SIGTERM stop took 2.6-2.9 s, 2.1 s of it the
+# drain's "Waiting for messaging service to quiesce" (netty's fixed 2 s quiet period on the
+# inbound messaging executor, also in `nodetool drain`), the flushes 0.4 s. Start: JVM to the
+# first log line 0.5-1 s, mlockall of the heap 0.3-1.5 s, the memtable row-overhead estimate
+# about 1 s, system keyspaces and commit log 1.5 s, gossip and CQL 0.5 s.
+
+
+class NodeCommandLine:
+    """The JVM command line of a node and the measurements its later starts reuse; mixed into
+    CassandraNode."""
+
+    def exec_wrappers(self) -> list[str]:
+        """``setpriv`` without CAP_IPC_LOCK, for a server run by root: Cassandra mlockall()s its
+        memory at start, which for root (the capability overrides RLIMIT_MEMLOCK) faults in and
+        pins the whole heap first: 0.3-1.5 s of a 1 GiB heap's start on this machine, more for
+        larger heaps, and a pre-touch the project leaves out by choice (there is no swap to pin
+        against here). Without the capability Cassandra logs "Unable to lock JVM memory (ENOMEM)"
+        and goes on, as it does for any unprivileged user."""
+        setpriv = shutil.which("setpriv")
+        if setpriv is None or not self.fast_start or not _has_ipc_lock():
+            return []
+        return [setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"]
+
+    @property
+    def row_overhead_file(self) -> Path:
+        return self.workdir / "row_overhead.json"
+
+    def _row_overhead_flag(self) -> list[str]:
+        """Cassandra estimates the SkipListMemtable row overhead at every start by building and
+        measuring 100,000 rows (about 1 CPU-second here); the figure depends on the JVM and its
+        heap only, so the instance's first start measures it and later starts pass it back."""
+        import json
+
+        try:
+            record = json.loads(self.row_overhead_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        if not self.fast_start or record.get("heap") != self.heap or record.get("java") != _java_version():
+            return []
+        return [f"-Dcassandra.memtable.row_overhead_size={int(record['row_overhead'])}"]
+
+    def _record_row_overhead(self) -> None:
+        import json
+        import re
+
+        if self._row_overhead_flag() or not self.fast_start:
+            return
+        try:
+            text = (self.workdir / "logs" / "system.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return
+        found = re.findall(r"Estimated SkipListMemtable row overhead: (\d+)", text)
+        if found:
+            self.row_overhead_file.write_text(json.dumps(
+                {"row_overhead": int(found[-1]), "heap": self.heap, "java": _java_version()}))
+
+    def _cds_flags(self) -> list[str]:
+        """The install step's AppCDS archive when there is one (``install.build_cds_archive``);
+        until then the first start records the class list it is built from. A stock start (the
+        bench's baseline) goes without."""
+        self._classlist_partial = None
+        if not self.fast_start:
+            return []
+        archive = cds_archive(self.version, self.patches)
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}"]
+        classlist = cds_classlist(self.version, self.patches)
+        if classlist.exists():
+            return []  # the archive is being built
+        classlist.parent.mkdir(parents=True, exist_ok=True)
+        self._classlist_partial = classlist.with_name(f"{classlist.name}.{self.index}.{os.getpid()}.partial")
+        return [f"-XX:DumpLoadedClassList={self._classlist_partial}"]
+
+    def _publish_classlist(self) -> None:
+        """Once a start that records the class list is ready (the list then holds what a start
+        loads), publish it and build the archive in the background, off every start's clock."""
+        import sys
+
+        partial = getattr(self, "_classlist_partial", None)
+        if partial is None or not partial.exists():
+            return
+        self._classlist_partial = None
+        classlist = cds_classlist(self.version, self.patches)
+        lines = partial.read_text(errors="replace").splitlines(keepends=True)
+        partial.unlink()  # the JVM goes on appending to its open file, now nameless
+        staging = partial.with_suffix(".ready")
+        staging.write_text("".join(lines[:-1]))  # the last line may be half written
+        staging.rename(classlist)
+        root = Path(__file__).resolve().parents[2]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+        with open(classlist.parent / "build.log", "ab") as log:
+            # the archive of this node's classpath: with the patches or without (argv[2]: 1, 0, or "" for the env's)
+            subprocess.Popen([sys.executable, "-c", "import sys; from asgard.resources.cassandra.install import "
+                              "build_cds_archive; print(build_cds_archive(sys.argv[1], "
+                              "{'1': True, '0': False}.get(sys.argv[2])))", self.version,
+                              {True: "1", False: "0"}.get(self.patches, "")],
+                             cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+
+    def _sep_spin_flags(self) -> list[str]:
+        """How long the request pool's idle workers spin (SMALL_HOST_SEP_STOP_CHECK_NS)."""
+        if "asgard.sep_stop_check_ns" in self.system_properties:
+            return []
+        value = os.environ.get("ASGARD_CASSANDRA_SEP_STOP_CHECK_NS")
+        if value is None:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            value = str(SMALL_HOST_SEP_STOP_CHECK_NS) if cpus <= SMALL_HOST_CPUS else ""
+        if not value.strip():
+            return []
+        try:
+            return [f"-Dasgard.sep_stop_check_ns={int(value)}"]
+        except ValueError:
+            raise ValueError(f"ASGARD_CASSANDRA_SEP_STOP_CHECK_NS must be nanoseconds (an integer), or empty for "
+                             f"Cassandra's own spin; got {value!r}") from None
+
+    def _request_thread_flags(self) -> list[str]:
+        """Which thread runs a client request (RUN_IMMEDIATELY_PROPERTY, NATIVE_INLINE_PROPERTY)."""
+        flags = [] if "asgard.sep_run_immediately" in self.system_properties else [RUN_IMMEDIATELY_PROPERTY]
+        if "asgard.native_inline" in self.system_properties:
+            return flags
+        value = os.environ.get("ASGARD_CASSANDRA_NATIVE_INLINE", "").strip()
+        if value not in ("", "0", "1"):
+            raise ValueError(f"ASGARD_CASSANDRA_NATIVE_INLINE must be 1 (requests run on their connection's event "
+                             f"loop), 0 (on Cassandra's request pool) or unset (1 on hosts of up to "
+                             f"{SMALL_HOST_CPUS} CPUs); got {value!r}")
+        if not value:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            value = "1" if cpus <= SMALL_HOST_CPUS else "0"
+        return flags + ([NATIVE_INLINE_PROPERTY] if value == "1" else [])
+
+    def command(self) -> list[str]:
+        lib = install(self.version)
+        java = shutil.which("java") or "java"
+        jamm = next(lib.glob("jamm-*.jar"), None)
+        return [
+            *self.exec_wrappers(),
+            java,
+            *self._cds_flags(),
+            f"-Xms{self.heap}", f"-Xmx{self.heap}", "-Xss256k",
+            *GC_FLAGS,
+            "-XX:+UseNUMA",  # seed 002: NUMA-aware allocation, with numactl binding per instance
+            "-XX:+PerfDisableSharedMem", "-XX:+ExitOnOutOfMemoryError",
+            "-XX:StringTableSize=1000003", "-Djava.net.preferIPv4Stack=true",
+            *JVM17_FLAGS,
+            *([f"-javaagent:{jamm}"] if jamm else []),
+            *(FAST_START_PROPERTIES if self.fast_start else []),
+            *([f"-Dcassandra.shutdown_announce_in_ms={0 if self.nodes == 1 else 200}",
+               f"-Dcassandra.superuser_setup_delay_ms={0 if self.nodes == 1 else RING_SUPERUSER_SETUP_DELAY_MS}"]
+              if self.fast_start else []),
+            *self._row_overhead_flag(),
+            *self._sep_spin_flags(),
+            *self._request_thread_flags(),
+            f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
+            f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
+            f"-Dcassandra.logdir={self.workdir / 'logs'}",
+            f"-Dcassandra.storagedir={self.workdir}",
+            f"-Dcassandra.jmx.local.port={self.jmx_port}",
+            *([f"-Dcassandra-rackdc.properties=file://{self.rackdc_file}"] if self.datacenter else []),
+            *self._jmx_flags(),
+            "-Dcassandra-foreground=yes",
+            *(f"-D{k}={v}" for k, v in self.system_properties.items()),
+            *(["-Dcassandra.start_native_transport=false"] if self._clients_held_since is not None else []),
+            "-cp", server_classpath(self.version, self.patches),
+            "org.apache.cassandra.service.CassandraDaemon",
+        ]
+
+
+def _has_ipc_lock() -> bool:
+    """Whether this process (and so a server it starts) holds CAP_IPC_LOCK (bit 14)."""
+    try:
+        with open("/proc/self/status") as f:
+            eff = next(line.split()[1] for line in f if line.startswith("CapEff:"))
+        return bool(int(eff, 16) & (1 << 14))
+    except (OSError, StopIteration, ValueError):
+        return False
+
+
+_JAVA_VERSION: str | None = None
+
+
+def _java_version() -> str:
+    """The java on PATH, as its resolved path (a JDK upgrade moves or replaces it)."""
+    global _JAVA_VERSION
+    if _JAVA_VERSION is None:
+        java = shutil.which("java") or "java"
+        real = os.path.realpath(java)
+        try:
+            stamp = os.stat(real).st_mtime_ns
+        except OSError:
+            stamp = 0
+        _JAVA_VERSION = f"{real}@{stamp}"
+    return _JAVA_VERSION
