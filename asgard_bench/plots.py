@@ -17,7 +17,7 @@ BACKEND_COLORS = {
 ORDER = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local", "fs_stock")
 #: the paper's order of the applications (Figure 4 is video analytics, Figure 5 LightGBM)
 APP_ORDER = ("video_analytics", "lightgbm_forest", "word_count")
-#: hatched: measured as a floor, not deployable between Lambda functions (see apps.NOT_DEPLOYABLE)
+#: hatched: measured as a floor, not deployable between Lambda functions (see apps_summary.NOT_DEPLOYABLE)
 FLOOR = ("local", "fs_stock")
 
 
