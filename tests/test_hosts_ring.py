@@ -230,7 +230,18 @@ def RingControlAgents(session) -> dict:
     return RingControl(session).agents()
 
 
-def test_a_host_joins_by_bootstrap_and_leaves_by_decommission(ring, hosts):
+def _host_cli(host, *args: str) -> str:
+    """``asgard cassandra host ...`` run on ``host`` (inside its namespace), as an operator runs it there."""
+    import sys
+
+    out = subprocess.run([*host.exec_prefix(), sys.executable, "-m", "asgard_dagster.cli", "cassandra", "host", *args],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def test_a_host_joins_by_bootstrap_and_leaves_by_decommission_through_the_cli(ring, hosts):
+    from asgard.resources.cassandra.hosts import launched_host_members
     from asgard.resources.stores.cql import CassandraObjectStore
 
     store = CassandraObjectStore(**ring.client_options(), keyspace="asgard_hosts", replication_factor=3)
@@ -238,17 +249,31 @@ def test_a_host_joins_by_bootstrap_and_leaves_by_decommission(ring, hosts):
     for i, key in enumerate(keys):
         store.put(key, bytes([i]) * 50_000)
     newcomer = hosts[3]
-    [joined] = ring.join(newcomer)
-    status = ring.members[0].nodetool("status")
-    assert f"UN  {joined.address}" in status, status
-    assert "Bootstrap completed" in joined.system_log.read_text(errors="replace") or \
-        "JOINING: Starting to bootstrap" in joined.system_log.read_text(errors="replace")
-    assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
-    ring.leave(newcomer)
-    status = ring.members[0].nodetool("status")
-    assert joined.address not in status, status
-    assert "DECOMMISSIONED" in joined.system_log.read_text(errors="replace")
-    assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
+    try:
+        said = _host_cli(newcomer, "up", "--address", newcomer.address, "--seeds", ",".join(ring.seeds),
+                         "--ring-ca", str(ring.ring_ca), "--rack", f"rack{newcomer.number}", "--heap", "768M")
+        assert f"at {newcomer.address} ready in" in said, said
+        [joined] = [m for m in launched_host_members() if m.address == newcomer.address]
+        status = ring.members[0].nodetool("status")
+        line = next(line for line in status.splitlines() if f" {joined.address} " in f" {line} ")
+        assert line.startswith("UN") and line.rstrip().endswith(f"rack{newcomer.number}"), status
+        log = joined.system_log.read_text(errors="replace")
+        assert "Bootstrap completed" in log or "JOINING: Starting to bootstrap" in log
+        assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
+        said = _host_cli(newcomer, "leave")
+        assert f"at {newcomer.address} decommissioned and stopped" in said, said
+        status = ring.members[0].nodetool("status")
+        assert joined.address not in status, status
+        assert "DECOMMISSIONED" in joined.system_log.read_text(errors="replace")
+        assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
+    finally:
+        import shutil
+
+        from asgard.resources.paths import run_dir
+
+        for member in launched_host_members():  # a failed step leaves nothing running
+            member.kill()
+        shutil.rmtree(run_dir("cassandra", f"host-{newcomer.address}"), ignore_errors=True)
 
 
 def test_bench_io_on_the_ring_gives_each_hosts_bytes(ring):
