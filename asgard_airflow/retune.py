@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.sdk import DAG, BaseOperator, Param, Variable, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 log = logging.getLogger(__name__)
 
@@ -192,12 +193,18 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
             from .topology import analyze_with_history
             from .upcoming import TaskReader
 
+            from asgard.tuner.topology import NoDataFlowError
+
             reader, best, durations, analyses = TaskReader(), None, {}, {}
             for dag_id_ in upcoming["counts"]:
                 history = reader.history(by_id[dag_id_])
                 durations[dag_id_] = history["durations"]
                 topo = analyze_with_history(by_id[dag_id_], history)
-                stage = topo.dominant()
+                try:
+                    stage = topo.dominant()
+                except NoDataFlowError as exc:
+                    log.info("%s: left out of the plan", exc)
+                    continue
                 analyses[dag_id_] = {"sized_by_run": history["run_id"], "dominant": stage.kind,
                                      "stages": topo.as_rows()}
                 log.info("%s: %d stages, dominant %s (%d writes, %d reads of %d B), sized from run %s", dag_id_,
@@ -205,6 +212,9 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
                          history["run_id"])
                 if best is None or stage.bytes_moved > best[1].bytes_moved:
                     best = (dag_id_, stage, topo)
+            if best is None:  # the rest of the run is skipped: nothing to plan, nothing changed
+                raise AirflowSkipException(f"nothing to plan: none of {sorted(upcoming['counts'])} passes data "
+                                           "between its tasks")
             job, _, topo = best
             if params.get("lookahead_seconds") is not None:
                 lookahead, forecast = float(params["lookahead_seconds"]), {"source": "configured"}

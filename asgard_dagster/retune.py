@@ -135,8 +135,12 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     by_name = {j.name: j for j in jobs}
     model_file = Path(model_path) if model_path else None  # None: asgard.tuner.dataset.DEFAULT_MODEL
 
-    @op(out=Out(dict))
-    def plan_workload(context, config: RetuneConfig) -> Output:
+    # optional: with no upcoming job that passes data between its steps there is nothing to plan,
+    # and the rest of the run is skipped (a success), not failed
+    @op(out=Out(dict, is_required=False))
+    def plan_workload(context, config: RetuneConfig):
+        from asgard.tuner.topology import NoDataFlowError
+
         upcoming = [j for j in config.upcoming_jobs if j in by_name] or list(by_name)
         unknown = sorted(set(config.upcoming_jobs) - set(by_name))
         if unknown:
@@ -144,11 +148,19 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         best = None
         for job_name in upcoming:
             topo = analyze_with_history(by_name[job_name], context.instance)
-            stage = topo.dominant()
+            try:
+                stage = topo.dominant()
+            except NoDataFlowError as exc:
+                context.log.info(f"{exc}: left out of the plan")
+                continue
             context.log.info(f"{job_name}: {len(topo.stages)} stages, dominant {stage.kind} "
                              f"({stage.writes} writes, {stage.reads} reads of {stage.object_bytes} B)")
             if best is None or stage.bytes_moved > best[1].bytes_moved:
                 best = (job_name, stage, topo)
+        if best is None:
+            context.log.warning(f"nothing to plan: none of {upcoming} passes data between its steps; the retune "
+                                "stops here and changes nothing")
+            return
         job_name, stage, topo = best
         workload = topo.workload()
         counts = {j: int(config.upcoming_counts.get(j, 1)) for j in upcoming}
@@ -157,7 +169,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
         else:
             lookahead, forecast = forecast_lookahead(context.instance, counts)
         context.log.info(f"look-ahead T_L = {lookahead:.0f} s ({forecast['source']})")
-        return Output(
+        yield Output(
             {"job": job_name, "workload": workload.as_dict(), "config": config.model_dump(),
              "lookahead_seconds": lookahead, "forecast": forecast},
             metadata={"job": job_name, "pattern": workload.pattern, "fanout": workload.fanout,

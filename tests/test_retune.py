@@ -238,3 +238,27 @@ def test_a_live_change_is_measured_and_charged_to_the_next_decision(dagster_inst
     third, _ = run(in_force, apply=False)
     assert third["decision"]["reason"] == "the recommended configuration is already in force"
     assert third["decision"]["reconfigure"] is False and third["decision"]["predicted_gain_pct"] == 0
+
+
+def test_a_job_whose_ops_pass_no_data_plans_nothing_and_the_retune_run_succeeds(dagster_instance):
+    """Nothing of such a job reaches the store: the plan leaves it out, and with nothing else
+    upcoming the retune stops after planning (skipped, not failed), touching no server."""
+    import dagster as dg
+
+    @dg.op
+    def ping() -> None:
+        return None
+
+    @dg.job
+    def heartbeat():
+        ping()
+
+    retune = make_retune_job([heartbeat])
+    result = retune.execute_in_process(
+        run_config={"ops": {"plan_workload": {"config": {"upcoming_jobs": ["heartbeat"], "lookahead_seconds": 60}}}},
+        instance=dagster_instance)
+    assert result.success
+    skipped = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
+    assert skipped == {"recommend_configuration", "reconfigure"}
+    logs = " ".join(e.user_message or "" for e in dagster_instance.all_logs(result.run_id))
+    assert "heartbeat passes no data between its steps" in logs and "nothing to plan" in logs

@@ -160,7 +160,7 @@ def test_the_airflow_retune_dag_tunes_it_from_outside_the_same_way(login, tmp_pa
 
     from asgard.resources.stores import ObjectKey
     from asgard.resources.stores.cql import CassandraObjectStore
-    from tests.airflow_support import dags_test, make_home, xcom_rows
+    from tests.airflow_support import airflow, dags_test, make_home, xcom_rows
 
     keyspace = "asgard_unmanaged_airflow"
     options = {"contact_points": [login.address], "username": SUPERUSER, "password": login.superuser_password(),
@@ -173,12 +173,18 @@ def test_the_airflow_retune_dag_tunes_it_from_outside_the_same_way(login, tmp_pa
                      AIRFLOW__ASGARD__USERNAME=SUPERUSER, AIRFLOW__ASGARD__PASSWORD=login.superuser_password(),
                      AIRFLOW__ASGARD__JMX_ENDPOINTS=f"{login.address}=127.0.0.1:{JMX_BASE_PORT + INDEX - 1}",
                      AIRFLOW__ASGARD__JMX_USERNAME=SUPERUSER, AIRFLOW__ASGARD__JMX_PASSWORD=login.superuser_password())
+    # a queued word count run is what is coming (no scheduler here: it stays queued)
+    for args in (("dags", "reserialize"), ("dags", "trigger", "asgard_word_count"), ("dags", "pause", "asgard_every_10")):
+        done = airflow(home["env"], *args)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     knobs = {"compaction": "UCS", "concurrent_writes": 48, "memtable_flush_writers": 3}
     rc, out, run_id = dags_test(home, "asgard_retune_test", {
         "always": True, "knobs": knobs, "force": True, "evaluations": 100, "lookahead_seconds": 600,
         "probe_seconds": 0})
     assert rc == 0, out[-6000:]
-    outcome = xcom_rows(home, "asgard_retune_test", run_id)[("reconfigure", -1, "return_value")]
+    rows = xcom_rows(home, "asgard_retune_test", run_id)
+    assert ("reconfigure", -1, "return_value") in rows, out[-8000:]
+    outcome = rows[("reconfigure", -1, "return_value")]
     by_knob = {k["knob"]: k for k in outcome["knobs"]}
     assert set(by_knob) == set(knobs), outcome
     assert by_knob["compaction"]["applied"] and by_knob["concurrent_writes"]["applied"], by_knob

@@ -25,6 +25,10 @@ DEFAULT_OBJECT_BYTES = 64 * 1024
 DEFAULT_DYNAMIC_DEGREE = 8
 
 
+class NoDataFlowError(ValueError):
+    """A job or DAG with no output read by another step: no workload for the store."""
+
+
 @dataclass
 class Stage:
     producer: str  # node name (alias)
@@ -59,7 +63,11 @@ class JobTopology:
         return self.reads / total if total else 0.0
 
     def dominant(self) -> Stage:
-        """The stage that moves the most bytes (ties: the widest fan-out)."""
+        """The stage that moves the most bytes (ties: the widest fan-out); :class:`NoDataFlowError`
+        for a job whose steps pass nothing to each other (nothing of it reaches the store)."""
+        if not self.stages:
+            raise NoDataFlowError(f"{self.job_name} passes no data between its steps: nothing of it goes through "
+                                  "the store, so there is no workload to tune for")
         return max(self.stages, key=lambda s: (s.bytes_moved, s.writes + s.reads))
 
     def workload(self, concurrency: int = 8):
