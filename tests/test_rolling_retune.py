@@ -33,8 +33,10 @@ from asgard.tuner.readback import read_member_configurations
 CONFIGURATIONS = [
     {"memtable_flush_writers": 1, "concurrent_writes": 64},
     {"memtable_flush_writers": 4, "file_cache_size_mib": 128, "compaction": "LCS"},
-    {"file_cache_size_mib": 0, "commitlog_segment_size_mib": 64, "concurrent_writes": 32, "compaction": "STCS"},
+    {"memtable_flush_writers": 2, "file_cache_size_mib": 0, "commitlog_segment_size_mib": 64, "concurrent_writes": 32,
+     "compaction": "STCS"},
 ]
+# (the RF 1 test below, on the same ring, then changes memtable_flush_writers from 2 to 4: a restart)
 
 
 @pytest.fixture(scope="module")
