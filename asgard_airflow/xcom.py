@@ -91,6 +91,8 @@ REFERENCE_VERSION = 1
 RUNS_SCOPE = "airflow-runs"
 DEFAULT_THRESHOLD = 64 * 1024
 DEFAULT_TTL = 7 * 24 * 3600
+#: values read from the store of at least this size get an INFO line in the task's log
+LOGGED_READ_BYTES = 256 << 10
 
 #: settings passed to the store per backend, and how each is parsed
 _BACKEND_OPTIONS = {
@@ -512,7 +514,10 @@ def load_reference(ref: dict, item: int | None = None) -> Any:
     except (CorruptChunkError, CorruptManifestError) as exc:
         raise XComValueCorruptError(where, uri, str(exc)) from None
     m = got.manifest
-    log.info("Read %s from %s: %d bytes in %.3f s", describe(where), uri, m.size, got.seconds)
+    # a task log line per large value; a small one's read is logged at debug (a line through
+    # Airflow's task logging cost about as much as the read itself at 10 KiB)
+    log.log(logging.INFO if m.size >= LOGGED_READ_BYTES else logging.DEBUG, "Read %s from %s: %d bytes in %.3f s",
+            describe(where), uri, m.size, got.seconds)
     # the store's checks prove the object is whole; this proves it is the one the row recorded
     if ref.get("checksum") not in (None, f"crc32:{m.checksum}") or ref.get("bytes") not in (None, m.size):
         raise XComValueCorruptError(
