@@ -160,14 +160,6 @@ def _environment(home: Path, threshold: int) -> dict:
     }
 
 
-def _airflow(env: dict, *args: str, timeout: float = 1800) -> str:
-    airflow = Path(sys.executable).with_name("airflow")
-    out = subprocess.run([str(airflow), *args], env=env, capture_output=True, text=True, timeout=timeout)
-    if out.returncode != 0:
-        raise XComBenchError(f"airflow {' '.join(args)} failed ({out.returncode}):\n{(out.stdout + out.stderr)[-4000:]}")
-    return out.stdout + out.stderr
-
-
 def _row_bytes(db: Path, keys: dict) -> dict:
     """Per ``backend:size``, the largest xcom row (bytes of its JSON) its values left in Airflow's database."""
     out = {}
@@ -193,6 +185,8 @@ def run_xcom_bench(sizes: list[int], repeat: int = 5, small_bytes: int = 10 * Ki
     spec = {"sizes": sizes, "repeat": repeat, "small_bytes": small_bytes, "small_count": small_count,
             "peers": peers, "out": str(tmp / "result.json")}
     (tmp / "spec.json").write_text(json.dumps(spec))
+    from .apps_airflow import _airflow  # the apps bench's airflow CLI call (a failure says its output)
+
     env = {**_environment(home, threshold), "ASGARD_XCOM_BENCH": str(tmp / "spec.json")}
     _airflow(env, "db", "migrate", timeout=600)
     started = time.monotonic()
