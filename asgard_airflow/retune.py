@@ -127,8 +127,9 @@ def jmx_endpoints_for(members: list[str]) -> dict:
     from asgard.tuner.unmanaged import JmxEndpoint
 
     port = conf.get("asgard", "jmx_port", fallback=None)
-    given = dict(pair.split("=", 1) for pair in (conf.get("asgard", "jmx_endpoints", fallback="") or "").split(",")
-                 if "=" in pair)
+    given = {member.strip(): where.strip() for member, _, where in
+             (pair.partition("=") for pair in (conf.get("asgard", "jmx_endpoints", fallback="") or "").split(","))
+             if where}
     ssl = (conf.get("asgard", "jmx_ssl", fallback="false") or "false").lower() in ("1", "true", "yes")
     out = {}
     for member in members:
