@@ -16,7 +16,8 @@ export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"
 .venv/bin/asgard cassandra down
 ASGARD_CASSANDRA_PATCHES=0 .venv/bin/asgard cassandra up
 ASGARD_TEST_ON_RELEASE=1 .venv/bin/python -m pytest "$@" -m "not needs_patches" -p no:cacheprovider \
-  tests/test_cassandra_io_manager.py tests/test_store_mechanism.py tests/test_io_shapes.py tests/test_cql_client.py \
+  tests/test_cassandra_io_manager.py tests/test_cassandra_first_requests.py tests/test_cassandra_data_path.py \
+  tests/test_store_mechanism.py tests/test_io_shapes.py tests/test_cql_client.py \
   tests/test_payload_signing.py
 # back to the project's own node for whatever runs next on this machine (not in CI: nothing runs
 # next there, and the restart is half a minute of its time)
