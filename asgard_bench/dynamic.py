@@ -218,7 +218,7 @@ def run_dynamic(cfg: DynamicConfig, on_event: Callable[[str], None] | None = Non
         say("restoring the node")
         try:
             if node.overrides() != initial_overrides:
-                from asgard.tuner.knobs import wait_store_ready
+                from asgard.tuner.knob_apply import wait_store_ready
 
                 node.restart_with(initial_overrides, replace=True)
                 wait_store_ready(store)

@@ -10,7 +10,8 @@ import json
 import pytest
 
 from asgard.tuner.calibrate import PlannedConfig, calibrate, read_rows
-from asgard.tuner.knobs import Configuration, apply
+from asgard.tuner.knob_apply import apply
+from asgard.tuner.knobs import Configuration
 from asgard.tuner.node import TunerNode
 from asgard.tuner.workload import Workload, run_workload
 from asgard.resources.stores import ObjectKey

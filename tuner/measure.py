@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .knobs import Configuration, apply
+from .knob_apply import apply
+from .knobs import Configuration
 from .workload import Workload, run_workload
 
 GB = 1 << 30

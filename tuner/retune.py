@@ -108,7 +108,7 @@ def realized_gain(before: list, after: list) -> tuple[float, float]:
 
 
 def apply_config(ring, store, config, previous, **kw):
-    from asgard.tuner.knobs import apply
+    from asgard.tuner.knob_apply import apply
 
     result = apply(ring, store, config, previous=previous, **kw)
     applied_config_file().write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
