@@ -43,6 +43,16 @@ from .node import SUPERUSER, CassandraNode
 #: here saw every peer within 2-3 s of gossip start)
 JOIN_RING_DELAY_MS = 5000
 
+#: How long a member waits for gossip to settle, at every start and twice more while it takes
+#: tokens: Cassandra's stock wait is a 5 s floor then three steady 1 s polls (8 s each time, made
+#: for rings of hundreds). A handful of hosts learn every endpoint from the seed's shadow round
+#: before the wait begins: every wait in a 3-host ring here ended on the first three polls ("No
+#: gossip backlog", 0 extra polls; tests/test_hosts_ring.py). A 1 s floor and 0.5 s polls keep
+#: the same three-steady-polls rule. (Assumption for rings of up to a few dozen members.)
+GOSSIP_SETTLE_PROPERTIES = {"cassandra.gossip_settle_min_wait_ms": "1000",
+                            "cassandra.gossip_settle_interval_ms": "500"}
+MEMBER_PROPERTIES = {"cassandra.ring_delay_ms": str(JOIN_RING_DELAY_MS), **GOSSIP_SETTLE_PROPERTIES}
+
 
 class HostRing:
     """``hosts`` (objects with ``number``, ``addresses``, ``netns``, ``sysfs_nodes``) as one ring."""
@@ -76,7 +86,7 @@ class HostRing:
             workdir=run_dir("hosts", f"h{host.number}", "cassandra", f"node{n + 1}"), fast_start=False,
             seeds=self.seeds, datacenter=self.datacenter, rack=f"rack{host.number}", ring_ca=str(self.ring_ca),
             replication_factor=self.replication_factor,
-            system_properties={"cassandra.ring_delay_ms": str(JOIN_RING_DELAY_MS)})
+            system_properties=dict(MEMBER_PROPERTIES))
 
     def members_of(self, host) -> list[CassandraNode]:
         return [m for m in self.members if m.netns == host.netns]
@@ -204,7 +214,7 @@ def this_host_members(addresses: list[str], seeds: list[str], ring_ca: str, data
     return [CassandraNode(index=first_index + n, nodes=max(2, len(seeds)), placement=plan, address=address,
                           workdir=run_dir("cassandra", f"host-{address}"), fast_start=False, seeds=seeds,
                           datacenter=datacenter, rack=rack, ring_ca=ring_ca, replication_factor=replication_factor,
-                          system_properties={"cassandra.ring_delay_ms": str(JOIN_RING_DELAY_MS)})
+                          system_properties=dict(MEMBER_PROPERTIES))
             for n, (address, plan) in enumerate(zip(addresses, plans))]
 
 
