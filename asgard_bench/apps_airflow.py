@@ -28,8 +28,10 @@ from typing import Any, Callable
 from .apps import BenchConfig, app_sizes, price_row, server_for, summarize, write_outputs
 from .cost import Prices, s3_requests
 
-#: the stores the XCom backend can use, as the bench names them
-AIRFLOW_BACKENDS = ("cassandra", "redis", "s3", "local")
+from asgard.resources.stores.registry import BACKENDS as STORE_BACKENDS
+
+#: the stores the XCom backend can use: our stores (the one backend table)
+AIRFLOW_BACKENDS = STORE_BACKENDS
 KEYSPACE = "asgard_bench_airflow"
 DAG_FILE = """import os
 from asgard_airflow.apps import APPS, make_app_dag

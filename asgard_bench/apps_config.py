@@ -9,14 +9,17 @@ from typing import Any, Callable
 
 import yaml
 
+from asgard.resources.stores.registry import ALL_BACKENDS, STOCK_PEERS
 from asgard.tuner.knobs import cql_literal
 
-BENCH_BACKENDS = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local", "fs_stock")
-DEFAULT_BACKENDS = ("cassandra", "cassandra_tuned", "redis", "s3", "s3_stock", "local")
-DEFAULT_APPS = ("video_analytics", "lightgbm_forest", "word_count")
-#: the pipeline backend (asgard.pipelines.backends) each bench backend runs on
+#: the pipeline backend (asgard.pipelines.backends) each bench-only variant runs on
 PIPELINE_BACKEND = {"cassandra_tuned": "cassandra"}
-STOCK_BACKENDS = frozenset({"s3_stock", "fs_stock"})
+#: every backend of the one table (asgard.resources.stores.registry), each variant after its backend
+BENCH_BACKENDS = tuple(name for b in ALL_BACKENDS
+                       for name in (b, *(v for v, of in PIPELINE_BACKEND.items() if of == b)))
+DEFAULT_BACKENDS = tuple(b for b in BENCH_BACKENDS if b != "fs_stock")
+DEFAULT_APPS = ("video_analytics", "lightgbm_forest", "word_count")
+STOCK_BACKENDS = frozenset(STOCK_PEERS)
 
 
 @dataclass

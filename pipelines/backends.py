@@ -1,5 +1,6 @@
-"""Backend name -> the IO manager bound to ``io_manager``: the one table the jobs, the
-benchmarks and the tests use to run the same pipeline on every store.
+"""Backend name -> the IO manager bound to ``io_manager``: the Dagster binding of every name in the
+one backend table (:data:`asgard.resources.stores.registry.REGISTRY`), so the jobs, the benchmarks
+and the tests run the same pipeline on every store.
 
 * ``cassandra``: :class:`~asgard_dagster.CassandraIOManager` on the local node
 * ``redis``: :class:`~asgard_dagster.RedisIOManager` on the local Redis
@@ -13,8 +14,9 @@ from __future__ import annotations
 import dagster as dg
 
 from asgard.resources.paths import run_dir
+from asgard.resources.stores.registry import ALL_BACKENDS, backend as registry_entry
 
-BACKENDS = ("cassandra", "redis", "s3", "s3_stock", "local", "fs_stock")
+BACKENDS = ALL_BACKENDS
 
 
 def io_manager_for(backend: str, network: str = "loopback"):
@@ -25,6 +27,7 @@ def io_manager_for(backend: str, network: str = "loopback"):
         S3StoreResource, stock_s3_pickle_io_manager,
     )
 
+    registry_entry(backend)  # an unknown name: the registry's typed error, naming the known ones
     endpoint: dict = {}
     if network != "loopback":
         from asgard.resources.network import Deployment
@@ -39,7 +42,4 @@ def io_manager_for(backend: str, network: str = "loopback"):
         "local": lambda: LocalIOManager(base_dir=str(run_dir("local_store"))),
         "fs_stock": lambda: dg.FilesystemIOManager(base_dir=str(run_dir("fs_stock"))),
     }
-    try:
-        return factories[backend]()
-    except KeyError:
-        raise KeyError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}") from None
+    return factories[backend]()

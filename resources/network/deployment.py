@@ -18,6 +18,7 @@ from typing import Any
 from ..paths import run_dir
 from ..process import ManagedServer
 from .namespace import NetNamespace
+from ..stores.backends import server_of
 from .profile import LINKED_BACKENDS, NetworkProfile, applied_mbit, load_profile
 
 #: the server behind a proxy listens this much above the port clients use
@@ -56,7 +57,7 @@ class Deployment:
     # --- servers --------------------------------------------------------------------------
     def server(self, backend: str) -> ManagedServer | None:
         """The server ``backend`` stores into (None for local files)."""
-        kind = "s3" if backend == "s3_stock" else backend
+        kind = server_of(backend)
         if kind not in LINKED_BACKENDS:
             return None
         linked = self._linked(kind)
@@ -86,7 +87,7 @@ class Deployment:
         """The Toxiproxy in front of ``backend`` (None on a plain loopback)."""
         from .toxiproxy import ToxiproxyServer
 
-        kind = "s3" if backend == "s3_stock" else backend
+        kind = server_of(backend)
         if kind not in LINKED_BACKENDS or not self._linked(kind):
             return None
         ns = self.namespace(kind)
@@ -94,13 +95,15 @@ class Deployment:
 
     # --- where clients connect ---------------------------------------------------------------
     def host(self, backend: str) -> str:
-        kind = "s3" if backend == "s3_stock" else backend
+        kind = server_of(backend)
+        if kind is None:
+            return "127.0.0.1"
         return self.namespace(kind).address if self._linked(kind) else "127.0.0.1"
 
     def store_kwargs(self, backend: str) -> dict[str, Any]:
         """Keyword arguments of :func:`asgard.resources.stores.registry.open_store` (and of the IO
         manager of ``backend``) that reach the store through its link."""
-        kind = "s3" if backend == "s3_stock" else backend
+        kind = server_of(backend)
         if kind not in LINKED_BACKENDS:
             return {}
         if not self._linked(kind):

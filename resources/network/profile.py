@@ -8,8 +8,11 @@ from pathlib import Path
 
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
-#: the stores a profile can put behind a link (s3_stock shares the s3 server)
-LINKED_BACKENDS = ("cassandra", "redis", "s3")
+from ..stores.backends import LINKED_SERVERS, server_of
+
+#: the servers a profile can put behind a link (each backend's ``server`` in the one backend
+#: table: s3_stock shares the s3 server)
+LINKED_BACKENDS = LINKED_SERVERS
 #: A bandwidth limit at or above this cannot bind on this machine, and the limiter costs CPU that
 #: the servers share: over a veth with no limiter, 16 MiB Redis values moved at 5.0-5.8 Gbit/s;
 #: an HTB class took that from ~700 to ~470 MB/s and Toxiproxy's bandwidth toxic the proxied path
@@ -86,10 +89,11 @@ class NetworkProfile:
         return bool(self.links)
 
     def link(self, backend: str) -> Link | None:
-        return self.links.get("s3" if backend == "s3_stock" else backend)
+        server = server_of(backend)
+        return self.links.get(server) if server else None
 
     def slot(self, backend: str) -> int:
-        return self.slot_base + LINKED_BACKENDS.index("s3" if backend == "s3_stock" else backend)
+        return self.slot_base + LINKED_BACKENDS.index(server_of(backend))
 
 
 def _document(path: Path | None = None) -> dict:
