@@ -506,9 +506,10 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
             if row["backend"] == "cassandra" and row.get("ops_s") is not None:
                 # how often the client's fast paths (early, direct, fast read) stepped aside in this
                 # process over the whole run (step processes count their own)
-                from asgard.resources.stores.cql import fallbacks
+                from asgard.resources.stores.cql import fallbacks, senders
 
                 row["fallbacks"] = fallbacks.counts()
+                row["senders"] = senders.taken()  # which sender of the chain took the small puts and head reads
         return rows
 
 

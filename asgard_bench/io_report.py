@@ -54,6 +54,9 @@ def print_table(rows: list[dict]) -> None:
         if "fallbacks" in row:
             found = ", ".join(f"{reason} x{n}" for reason, n in row["fallbacks"].items()) or "none"
             console.print(f"cassandra fallbacks (a fast path stepping aside, this process, whole run): {found}")
+        if row.get("senders"):
+            took = ", ".join(f"{name} x{n}" for name, n in row["senders"].items())
+            console.print(f"cassandra senders (which sender took the small puts and head reads, this process): {took}")
     for row in rows:
         if "spread" in row:
             s = row["spread"]

@@ -40,6 +40,11 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     fallbacks = cassandra_ops["fallbacks"]
     assert isinstance(fallbacks, dict), cassandra_ops
     assert all(k.split(": ", 1)[0] in ("early", "direct", "fast_read") and n >= 1 for k, n in fallbacks.items())
+    # and which sender of the chain took its small puts and head reads: on the bench's open
+    # session, the direct connection took most of them
+    took = cassandra_ops["senders"]
+    assert set(took) <= {f"{kind}: {name}" for kind in ("put", "read") for name in ("early", "first", "direct", "session")}
+    assert took.get("put: direct", 0) > took.get("put: session", 0), took
     # one run's six 16 MiB outputs on the local node: no partition beyond one chunk group
     [spread] = [r["spread"] for r in rows if "spread" in r]
     assert list(spread["instance_bytes"]) == ["127.0.0.1"] and spread["instance_bytes"]["127.0.0.1"] >= 96 * 1024 * 1024

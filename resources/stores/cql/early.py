@@ -10,7 +10,6 @@ docs/results/issue13-direct.txt).
 """
 from __future__ import annotations
 
-import os
 
 from ..base import ObjectKey
 from ..errors import StoreFullError
@@ -85,8 +84,6 @@ class FirstRequests:
         (idempotent), which creates the table or explains it."""
         from cassandra import InvalidRequest
 
-        if opts().early_first and (self._session is None or self._session_pid != os.getpid()) and self._write_early(groups):
-            return True
         session = self.session
         if not self._routed:  # a ring: the replicas of our keyspace, before routing by token
             self._route_by_token(session)
@@ -154,10 +151,6 @@ class FirstRequests:
         from cassandra.cqltypes import Int32Type, UTF8Type
         from cassandra.query import SimpleStatement
 
-        if opts().early_first and (self._session is None or self._session_pid != os.getpid()):
-            row = self._read_head_early(key)
-            if row is not None:
-                return row
         session = self.session
         if not self._routed:
             self._route_by_token(session)

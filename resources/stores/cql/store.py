@@ -24,15 +24,16 @@ object's chunk group::
 
 Every row is written ``USING TTL``. Chunks are written with a bounded window of asynchronous
 requests (the driver's ``execute_async``), the backpressure that keeps the driver from
-reporting "Connection ... is overloaded". A small put's rows, a get's head read and (on a
-single node) a get's chunk reads go on a blocking connection of the process's own, written and
-answered on the calling thread (:mod:`.direct`); anything that fails there goes the
-driver's way.
+reporting "Connection ... is overloaded". A small put's rows and a get's head read go down one
+chain of senders (:mod:`.senders`: early, first, direct, session), each sending or stepping
+aside for the next; (on a single node) a get's chunk reads go on a blocking connection of the
+process's own, written and answered on the calling thread (:mod:`.direct`); anything that fails
+there goes the driver's way.
 
 The client is a package, a module a job: :mod:`.options` (the switches, and their environment
 overrides), :mod:`.cluster` (the one way to build a driver ``Cluster``), :mod:`.session`,
 :mod:`.transport` (the driver's connection classes), :mod:`.statements` (layout, statements,
-schema), :mod:`.retry`, :mod:`.early`, :mod:`.direct` and :mod:`.direct_connection`,
+schema), :mod:`.retry`, :mod:`.senders`, :mod:`.early`, :mod:`.direct` and :mod:`.direct_connection`,
 :mod:`.errors` (what a driver error means), :mod:`.fallbacks` (a fast path stepping aside).
 """
 
@@ -47,7 +48,8 @@ from .options import opts
 from .cluster import pinned_timestamp
 from .direct import DirectRequests
 from .early import FirstRequests
-from .retry import STREAM_GROUPS_AHEAD, RetryingRequests, release
+from .retry import STREAM_GROUPS_AHEAD, RetryingRequests
+from .senders import RowsPut, put_rows, read_head
 from .session import connect
 from .statements import (BATCH_MARGIN_BYTES, CASSANDRA_BATCH_WARN_BYTES, DEFAULT_CHUNK_SIZE,
                          DEFAULT_CHUNKS_PER_PARTITION, HEAD_GROUP, HEAD_VERSION, Schema, storage_bytes)
@@ -294,22 +296,13 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         if size is None or size > self.batch_bytes:
             # Over batch_bytes, two requests in flight together (one round trip): Cassandra
             # refuses a batch over batch_size_fail_threshold (50 KiB by default).
-            self._together(head, index)
+            put_rows(self, RowsPut(head, index, batched=False, first=False))
             return
         warn = self._batch_warn
         batched = size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES or (
             warn is not None and size <= warn - BATCH_MARGIN_BYTES)
-        if opts().first_requests != "prepare" and ("insert_head" not in self._prepared or "insert_index" not in self._prepared):
-            # a fresh process's first put: one round trip instead of three
-            groups = ((head, index),) if batched else ((head,), (index,))
-            written = self._write_first(*groups)
-        else:
-            written = False
-        if not written:
-            if batched:
-                self._batch(head, index)
-            else:
-                self._together(head, index)
+        # a fresh process's first put goes before its statements are prepared: one round trip, not three
+        put_rows(self, RowsPut(head, index, batched=batched, first=True))
         if warn is None and not batched:
             self._read_batch_warn_later()  # for the next put; this one did not wait for it
 
@@ -349,67 +342,12 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
                 self._batch_warn = CASSANDRA_BATCH_WARN_BYTES
         return self._batch_warn
 
-    def _together(self, *requests: tuple[str, tuple]) -> None:
-        """A few requests sent at once and awaited together: one round trip, without the
-        window machinery of :meth:`_pipelined` (a small put's head and index row)."""
-        session = self.session
-        statements = [(self._statement(name), params) for name, params in requests]
-        if self._direct is not None:
-            from cassandra.protocol import ExecuteMessage
-
-            bound = [stmt.bind(params) for stmt, params in statements]
-            if self._send_direct(lambda ts: [ExecuteMessage(b.prepared_statement.query_id, b.values,
-                                                            b.prepared_statement.consistency_level, timestamp=ts)
-                                             for b in bound], bound[0]):
-                return
-        futures = [session.execute_async(stmt, params, timeout=self.request_timeout) for stmt, params in statements]
-        failed = None
-        for future, (stmt, params) in zip(futures, statements):
-            try:
-                future.result()
-            except Exception as exc:  # resent below through the retrying path, or raised typed
-                failed = failed or exc
-            release(future)
-        if failed is not None:  # idempotent: resend through the path that retries and maps errors
-            for _ in self._pipelined((i, name, params) for i, (name, params) in enumerate(requests)):
-                pass
-
-    def _batch(self, *requests: tuple[str, tuple]) -> None:
-        """Rows of a few partitions in ONE request, an UNLOGGED batch (no batchlog: each
-        partition's row is still written atomically, and the head alone is the commit point)."""
-        from cassandra.protocol import BatchMessage
-        from cassandra.query import BatchStatement, BatchType
-
-        bound = [self._statement(name).bind(params) for name, params in requests]
-        level = bound[0].prepared_statement.consistency_level
-        if self._direct is not None and self._send_direct(
-                lambda ts: [BatchMessage(BatchType.UNLOGGED, [(True, b.prepared_statement.query_id, b.values)
-                                                               for b in bound], level, None, ts)], bound[0]):
-            return
-        batch = BatchStatement(BatchType.UNLOGGED)
-        for b in bound:
-            batch.add(b)
-        batch.consistency_level = level
-        batch.is_idempotent = True
-        self._execute(self.session, batch)
-
-
     def _read_manifest(self, key: ObjectKey):
-        row = None
-        if opts().first_requests != "prepare" and "select_head" not in self._prepared:
-            row = self._read_head_first(key)  # a fresh process's first get: one round trip
-        if row is None and self._direct is not None and "select_head" in self._prepared:
-            row = self._read_head_direct(key)
-        if row is None:
-            sink = self._head_sink()
-            stmt = self._statement("select_head")  # prepared first, if it must be: the sink is the read's
-            row = self._into(sink, self._execute, self.session, stmt,
-                             (key.scope, key.path, HEAD_VERSION, HEAD_GROUP)).one()
-        elif row is False:
-            row = None
-        else:
-            row, sink = row
-        if row is None or row.manifest is None:
+        found = read_head(self, key)  # the chain of senders (a fresh process's first get: one round trip)
+        if found is False:
+            return None
+        row, sink = found
+        if row.manifest is None:
             return None
         # a large inline object came into a buffer of its own: the reader's, used as is
         return row.manifest, (sink.view if sink is not None and sink.filled else row.data)

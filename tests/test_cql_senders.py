@@ -1,0 +1,78 @@
+"""The one chain of senders (resources/stores/cql/senders.py) as a step process meets it: its first
+put and get go before anything is prepared (early, on the pre-opened connection, or first, by
+known ids), the ones after on the direct connection, and a session with request listeners (a
+user's tracing) gets every request on the session, the direct path stepping aside with its reason."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+from asgard.resources.stores import ObjectKey
+from tests.conftest import TEST_KEYSPACE
+
+STEP = """
+import json, sys
+from asgard.resources.stores import ObjectKey
+from asgard.resources.stores.cql import CassandraObjectStore, senders
+store = CassandraObjectStore(keyspace=sys.argv[1])
+key = ObjectKey(sys.argv[2], "out")
+store.put(key, b"x" * 10_000)
+first_put = senders.taken()
+assert store.get(key)[0] == b"x" * 10_000
+first_get = senders.taken()
+for i in range(20):
+    store.put(key, bytes([i]) * 10_000)
+    assert store.get(key)[0] == bytes([i]) * 10_000
+print(json.dumps({"first_put": first_put, "first_get": first_get, "all": senders.taken()}))
+"""
+
+
+def test_a_step_process_first_requests_go_before_preparing_and_the_rest_direct(cassandra_store):
+    cassandra_store.ensure_schema()  # a step writes into a table that is there (the IO manager made it)
+    scope = f"run/senders-{uuid.uuid4().hex[:8]}"
+    out = subprocess.run([sys.executable, "-c", STEP, TEST_KEYSPACE, scope], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    [(first_put, one)] = seen["first_put"].items()
+    assert first_put in ("put: early", "put: first") and one == 1, seen
+    [first_get] = set(seen["first_get"]) - set(seen["first_put"])
+    assert first_get in ("read: early", "read: first", "read: direct"), seen
+    taken = seen["all"]
+    assert sum(n for k, n in taken.items() if k.startswith("put: ")) == 21, taken
+    assert sum(n for k, n in taken.items() if k.startswith("read: ")) == 21, taken
+    # once the session is open, the chain's fast sender takes them (the session only while it opens)
+    assert taken.get("put: direct", 0) >= 15 and taken.get("read: direct", 0) >= 15, taken
+    cassandra_store.purge_scope(scope)
+
+
+def test_a_session_with_request_listeners_gets_every_request_and_direct_says_why(cassandra_store):
+    from asgard.resources.stores.cql import CassandraObjectStore, senders
+    from asgard.resources.stores.cql import fallbacks
+
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
+    key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
+    store.put(key, b"warm")  # the session is open and the statements prepared
+    store.get(key)
+    seen = []
+
+    def listener(future):  # a user's tracing or metrics hook
+        seen.append(future.query)
+
+    session = store.session
+    session.add_request_init_listener(listener)
+    try:
+        senders.reset()
+        fallbacks.reset()
+        for i in range(3):
+            store.put(key, bytes([i]) * 10_000)
+            assert store.get(key)[0] == bytes([i]) * 10_000
+        assert senders.taken() == {"put: session": 3, "read: session": 3}
+        assert fallbacks.counts()["direct: the session has request-init listeners"] >= 6
+        # the listener saw each put (one batch of the head and index rows) and each head read
+        assert len(seen) >= 6
+    finally:
+        session.remove_request_init_listener(listener)
+        store.purge_scope(key.scope)
