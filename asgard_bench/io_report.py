@@ -54,6 +54,10 @@ def print_table(rows: list[dict]) -> None:
         if "fallbacks" in row:
             found = ", ".join(f"{reason} x{n}" for reason, n in row["fallbacks"].items()) or "none"
             console.print(f"cassandra fallbacks (a fast path stepping aside, this process, whole run): {found}")
+        if row.get("warmup_cpu_ms_per_op"):
+            passes = row["warmup_cpu_ms_per_op"]
+            console.print(f"cassandra warm-up: {len(passes)} pass(es), server CPU per 10 KiB op "
+                          + " -> ".join("-" if c is None else f"{c:.3f}" for c in passes) + " ms")
         if row.get("senders"):
             took = ", ".join(f"{name} x{n}" for name, n in row["senders"].items())
             console.print(f"cassandra senders (which sender took the small puts and head reads, this process): {took}")
