@@ -19,27 +19,45 @@ import threading
 
 log = logging.getLogger("asgard.resources.stores.cql")
 
-_lock = threading.Lock()
-_counts: collections.Counter = collections.Counter()
-_warned: set = set()
-_pid = os.getpid()
+
+class ProcessCounts:
+    """Counts by ``(kind, name)`` key for this process: a forked step starts its own (the parent's
+    counts are not its), and reads none of its parent's."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._counts: collections.Counter = collections.Counter()
+        self._pid = os.getpid()
+
+    def add(self, key: tuple[str, str]) -> bool:
+        """Count ``key`` once; True if it is its first time in this process."""
+        with self._lock:
+            if os.getpid() != self._pid:
+                self._pid = os.getpid()
+                self._counts.clear()
+            self._counts[key] += 1
+            return self._counts[key] == 1
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"kind: name": n}``, sorted."""
+        with self._lock:
+            if os.getpid() != self._pid:
+                return {}
+            return {f"{kind}: {name}": n for (kind, name), n in sorted(self._counts.items())}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+_counts = ProcessCounts()
 
 
 def step_aside(path: str, reason: str, detail: object = None, warn: bool = True) -> None:
     """Record that ``path`` ("early", "direct", "fast_read") handed a request on because of
     ``reason`` (a short, fixed phrase: it is the key). ``warn``: log it at WARNING the first time
     in this process (with ``detail``, e.g. the exception); otherwise at DEBUG only."""
-    global _pid
-    key = (path, reason)
-    with _lock:
-        if os.getpid() != _pid:  # a forked step: its own counts, its own first warnings
-            _pid = os.getpid()
-            _counts.clear()
-            _warned.clear()
-        _counts[key] += 1
-        first = key not in _warned
-        if first:
-            _warned.add(key)
+    first = _counts.add((path, reason))
     if warn and first:
         log.warning("the %s path stepped aside (%s): requests go the next way, correct but slower%s. "
                     "Logged once per process; counted in asgard.resources.stores.cql.fallbacks.counts()",
@@ -50,13 +68,8 @@ def step_aside(path: str, reason: str, detail: object = None, warn: bool = True)
 
 def counts() -> dict[str, int]:
     """``{"path: reason": n}`` for this process since it started (or since :func:`reset`)."""
-    with _lock:
-        if os.getpid() != _pid:
-            return {}
-        return {f"{path}: {reason}": n for (path, reason), n in sorted(_counts.items())}
+    return _counts.as_dict()
 
 
 def reset() -> None:
-    with _lock:
-        _counts.clear()
-        _warned.clear()
+    _counts.reset()

@@ -23,13 +23,12 @@ Usage (inside :class:`~.store.CassandraObjectStore`)::
 """
 from __future__ import annotations
 
-import collections
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from ..base import ObjectKey
+from .fallbacks import ProcessCounts
 from .options import opts
 from .retry import release
 from .statements import HEAD_GROUP, HEAD_VERSION
@@ -182,32 +181,21 @@ class SessionSender(Sender):
 SENDERS: tuple[Sender, ...] = (EarlySender(), FirstSender(), DirectSender(), SessionSender())
 
 
-_lock = threading.Lock()
-_taken: collections.Counter = collections.Counter()
-_pid = os.getpid()
+_taken = ProcessCounts()
 
 
 def _took(kind: str, name: str) -> None:
-    global _pid
-    with _lock:
-        if os.getpid() != _pid:  # a forked step counts its own
-            _pid = os.getpid()
-            _taken.clear()
-        _taken[(kind, name)] += 1
+    _taken.add((kind, name))
 
 
 def taken() -> dict[str, int]:
     """``{"put: direct": n, "read: early": n, ...}``: which sender took this process's small puts
     and head reads (since it started, or since :func:`reset`)."""
-    with _lock:
-        if os.getpid() != _pid:
-            return {}
-        return {f"{kind}: {name}": n for (kind, name), n in sorted(_taken.items())}
+    return _taken.as_dict()
 
 
 def reset() -> None:
-    with _lock:
-        _taken.clear()
+    _taken.reset()
 
 
 def put_rows(store, rows: RowsPut) -> str:
