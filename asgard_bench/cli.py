@@ -47,6 +47,9 @@ def bench():
 @click.option("--warmup-seconds", default=60.0, show_default=True,
               help="Repeat the untimed passes until this many seconds have passed (at least one pass): a "
               "Cassandra restarted a minute ago still compiles its hot paths.")
+@click.option("--jit-wait-seconds", default=300.0, show_default=True,
+              help="Then warm Cassandra alone until its JIT compiler threads take at most 5% of its CPU over a "
+              "pass, for at most this many seconds more: a node started minutes ago spends half its CPU compiling.")
 @click.option("--small-seconds", default=30.0, show_default=True,
               help="Time bound of each backend's 10 KiB measurement (fewer objects on a slow link).")
 @click.option("--network", default="loopback", show_default=True,
@@ -54,7 +57,7 @@ def bench():
               "loopback,cloud) the bench runs under each in turn and a last table sets them side by side. A "
               "profile's servers are started and left running (`asgard stores down --network ...` stops them).")
 def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_puts, nodes, replication_factor, hosts,
-             spread_outputs, warmup, warmup_seconds, small_seconds, network):
+             spread_outputs, warmup, warmup_seconds, jit_wait_seconds, small_seconds, network):
     """Write/read MB/s and server CPU s/GB per object size, ops/s and first put for 10 KiB objects,
     peak extra memory, and how one run spreads over the Cassandra instances."""
     from asgard.resources.network import profile_names
@@ -71,7 +74,8 @@ def bench_io(as_json, backends, sizes_mib, small_ops, repeat, memory_mib, first_
             sizes_mib=[int(s) for s in sizes_mib.split(",") if s.strip()],
             small_ops=small_ops, repeat=repeat, memory_mib=memory_mib, progress=not as_json, first_puts=first_puts,
             nodes=nodes, replication_factor=replication_factor, spread_outputs=spread_outputs, warmup=warmup,
-            warmup_seconds=warmup_seconds, network=net, small_seconds=small_seconds, hosts=hosts,
+            warmup_seconds=warmup_seconds, jit_wait_seconds=jit_wait_seconds, network=net,
+            small_seconds=small_seconds, hosts=hosts,
         )
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -58,6 +58,13 @@ def print_table(rows: list[dict]) -> None:
             passes = row["warmup_cpu_ms_per_op"]
             console.print(f"cassandra warm-up: {len(passes)} pass(es), server CPU per 10 KiB op "
                           + " -> ".join("-" if c is None else f"{c:.3f}" for c in passes) + " ms")
+            shares = row.get("warmup_jit_share") or []
+            if any(s is not None for s in shares):
+                console.print("cassandra warm-up: the JIT compiler's share of the node's CPU per pass "
+                              + " -> ".join("-" if s is None else f"{s:.0%}" for s in shares))
+        if row.get("ops_s_runs") and len(row["ops_s_runs"]) > 1:
+            console.print(f"{row['backend']} 10 KiB ops/s, each repeat (best reported): "
+                          + ", ".join(f"{o:,.0f}" for o in row["ops_s_runs"]))
         if row.get("senders"):
             took = ", ".join(f"{name} x{n}" for name, n in row["senders"].items())
             console.print(f"cassandra senders (which sender took the small puts and head reads, this process): {took}")

@@ -324,9 +324,23 @@ class ThreadCpuClock:
     threads keep its tick count above the live threads' run time. Only a thread that starts and
     exits between two readings is missed (none in a serving JVM, Redis or MinIO here)."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, thread_names: tuple[str, ...] = ()):
         self.pid = pid
+        #: with names, only threads whose name (``comm``, 15 characters) starts with one of them count
+        self.thread_names = thread_names
         self._last: dict[int, int] = {}  # thread id -> run time (ns) at its last reading
+        self._named: dict[int, bool] = {}  # thread id -> counted (names are read once per thread)
+
+    def _counted(self, tid: str) -> bool:
+        if not self.thread_names:
+            return True
+        if int(tid) not in self._named:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/comm") as f:
+                    self._named[int(tid)] = f.read().startswith(self.thread_names)
+            except (FileNotFoundError, ProcessLookupError):
+                return False
+        return self._named[int(tid)]
 
     def seconds(self) -> float:
         try:
@@ -334,12 +348,19 @@ class ThreadCpuClock:
         except FileNotFoundError:  # the process is gone: what it had run by the last reading
             tids = []
         for tid in tids:
+            if not self._counted(tid):
+                continue
             try:
                 with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
                     self._last[int(tid)] = int(f.read().split()[0])
             except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
                 continue  # exited between listing and reading: its last reading stands
         return sum(self._last.values()) / 1e9
+
+    @property
+    def threads(self) -> int:
+        """How many threads counted so far (with names: how many matched)."""
+        return len(self._last)
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -9,8 +9,8 @@ from asgard_dagster.cli import main
 
 
 def test_bench_io_json_rows_for_every_backend(all_servers):
-    args = ["bench", "io", "--json", "--sizes-mib", "1", "--repeat", "1", "--small-ops", "20", "--memory-mib", "8",
-            "--warmup-seconds", "0"]
+    args = ["bench", "io", "--json", "--sizes-mib", "1", "--repeat", "2", "--small-ops", "20", "--memory-mib", "8",
+            "--warmup-seconds", "0", "--jit-wait-seconds", "0"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
@@ -45,6 +45,12 @@ def test_bench_io_json_rows_for_every_backend(all_servers):
     took = cassandra_ops["senders"]
     assert set(took) <= {f"{kind}: {name}" for kind in ("put", "read") for name in ("early", "first", "direct", "session")}
     assert took.get("put: direct", 0) > took.get("put: session", 0), took
+    # the 10 KiB ops measured once per repeat, interleaved; the best is the row's
+    assert all(len(r["ops_s_runs"]) == 2 and r["ops_s"] == max(r["ops_s_runs"]) for r in ops), ops
+    # the warm-up's one pass (no time to warm on, no wait for the JIT): its CPU per op, and the
+    # share of the node's CPU its JIT compiler threads took, read by their names in /proc
+    assert len(cassandra_ops["warmup_cpu_ms_per_op"]) == len(cassandra_ops["warmup_jit_share"]) == 1
+    assert 0 <= cassandra_ops["warmup_jit_share"][0] <= 1, cassandra_ops
     # one run's six 16 MiB outputs on the local node: no partition beyond one chunk group
     [spread] = [r["spread"] for r in rows if "spread" in r]
     assert list(spread["instance_bytes"]) == ["127.0.0.1"] and spread["instance_bytes"]["127.0.0.1"] >= 96 * 1024 * 1024
@@ -95,3 +101,16 @@ def test_bench_io_s3_against_stock_s3_peer(minio_server):
     assert all(r["object_bytes"] == 8 * 1024 * 1024 for r in memory)
     assert all(r["write_extra_memory_x"] >= 0 and r["read_extra_memory_x"] >= 0 for r in memory)
     assert stock_objects("dagster-stock/storage/bench-") == before  # the bench leaves nothing behind
+
+
+def test_server_cpu_finds_a_jvms_compiler_threads_and_nothing_in_redis(cassandra_node, redis_server):
+    """The bench waits for Cassandra's JIT by the CPU of HotSpot's compiler threads, found by the
+    names the JVM gives them (``C1 CompilerThread0``, ``C2 CompilerThread0``, 15 characters in
+    /proc): a JDK that renamed them would leave the bench nothing to wait for."""
+    from asgard_bench.io import ServerCpu
+
+    node = ServerCpu.for_backend("cassandra", [cassandra_node])
+    jit = node.jit_seconds()
+    assert jit is not None and jit > 0  # a serving JVM has compiled its hot paths: C2 ran
+    assert 0 < jit < node.seconds()
+    assert ServerCpu.for_backend("redis").jit_seconds() is None  # C: no JIT, nothing to wait for

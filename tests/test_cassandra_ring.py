@@ -154,7 +154,8 @@ def test_bench_io_on_the_ring_reports_each_instance(ring):
     from asgard_dagster.cli import main
 
     args = ["bench", "io", "--json", "--nodes", "3", "--backends", "cassandra", "--sizes-mib", "4", "--repeat", "1",
-            "--small-ops", "20", "--memory-mib", "0", "--first-puts", "1", "--warmup-seconds", "0"]
+            "--small-ops", "20", "--memory-mib", "0", "--first-puts", "1", "--warmup-seconds", "0",
+            "--jit-wait-seconds", "0"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
