@@ -407,20 +407,21 @@ def spread(nodes: list, store_kwargs: dict, outputs: int = 6, size_mib: int = 16
 #: have no JIT; the bias was against Cassandra alone.
 WARMUP_SECONDS = 60.0
 #: Nor is 60 s enough for a node started minutes before, and that was the first run's dip: the
-#: node's own threads, read by name in /proc over each warm-up pass right after a restart, gave
-#: HotSpot's C1/C2 compiler threads 49-62% of the node's CPU for the first 13 passes, 9-52% for
-#: the next 14, and the server CPU per 10 KiB op fell from 1.24 to 0.08-0.15 ms over them
-#: (docs/results/bench-io-2026-11-26.txt). A pass over every backend gives the JVM seconds of work
-#: a minute, so after WARMUP_SECONDS the warm-up goes on with Cassandra alone, until its compiler
-#: threads took at most JIT_QUIET_SHARE of its CPU over a pass (or JIT_WAIT_S more seconds have
-#: passed); the shares and CPU per op of every pass are printed. 5% is an assumption: the pass
-#: the compile queue drained in, next to the 9-62% of the passes before it.
+#: node's own threads, read by name in /proc, gave HotSpot's C1/C2 compiler threads 49% of its CPU
+#: over a whole run right after a start. With this warm-up, right after a restart, they took
+#: 47-65% of the node's CPU over each of the first 13 passes and 20-44% over the next 9, while the
+#: server CPU per 10 KiB op fell from 1.40 to 0.07-0.09 ms (docs/results/bench-io-jit-warmup.txt).
+#: A pass over every backend gives the JVM seconds of work a minute, so after WARMUP_SECONDS the
+#: warm-up goes on with Cassandra alone, until its compiler threads took at most JIT_QUIET_SHARE
+#: of its CPU over a pass (or JIT_WAIT_S more seconds have passed); the shares and CPU per op of
+#: every pass are printed. 5% is an assumption: the pass the compile queue drained in (1-3% in
+#: the runs recorded), next to the 20-65% of the passes before it.
 JIT_QUIET_SHARE = 0.05
 JIT_WAIT_S = 300.0
 
 
 def _warm_pass(store, sizes_mib: list[int], small_ops: int, small_seconds: float, cpu: ServerCpu) -> dict:
-    """One untimed pass of a JVM-backed store: each size once, then a quarter of the 10 KiB ops.
+    """One untimed pass of a store: each size once, then a quarter of the 10 KiB ops.
     ``{"cpu_ms_per_op": server CPU per 10 KiB op, "jit_share": the compiler threads' share of the
     servers' CPU over the whole pass (None: not a local JVM)}``."""
     c0, j0 = cpu.seconds(), cpu.jit_seconds()
@@ -504,12 +505,9 @@ def run_io_bench(backends: list[str], sizes_mib: list[int], small_ops: int = 200
             t_warm = time.monotonic()
             while True:
                 for backend, store in stores.items():
+                    passed = _warm_pass(store, sizes_mib, small_ops, small_seconds, cpus[backend])
                     if backend == "cassandra" and cpus[backend].servers:
-                        warm.append(_warm_pass(store, sizes_mib, small_ops, small_seconds, cpus[backend]))
-                    else:
-                        for size in sizes_mib:
-                            _throughput(store, size, 1, ServerCpu([]))
-                        _small_ops(store, max(1, small_ops // 4), small_seconds / 4)
+                        warm.append(passed)
                 if time.monotonic() - t_warm >= warmup_seconds:
                     break
             # then Cassandra alone, until its compiler threads are a small share of its work: a pass
