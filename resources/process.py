@@ -363,6 +363,23 @@ class ThreadCpuClock:
         return len(self._last)
 
 
+def context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of every thread of ``pid`` so far, for
+    differences (a server that hands a request between threads switches once or twice a hand-off)."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except FileNotFoundError:  # a thread that ended
+            continue
+    return total
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     import socket
 

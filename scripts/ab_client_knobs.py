@@ -22,25 +22,11 @@ import uuid
 import numpy as np
 
 from asgard.resources.network import Deployment
+from asgard.resources.process import context_switches
 from asgard.resources.stores import ObjectKey
 from asgard_bench.io import ServerCpu, _settle, open_peer
 
 MiB = 1 << 20
-
-
-def context_switches(pid: int) -> int:
-    """Voluntary and involuntary context switches of every thread of ``pid`` so far (the release
-    hands a request between threads; each hand-off is a switch or two)."""
-    import os
-
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
-        except FileNotFoundError:
-            continue
-    return total
 
 
 def interleaved(variants: dict, rounds: int, measure) -> dict[str, list]:

@@ -13,7 +13,6 @@ with that system property (a patch that a property turns on, e.g. asgard.sep_sto
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import statistics
 import time
@@ -25,6 +24,7 @@ import asgard.resources.cassandra.node as node_module
 from asgard_bench.io import open_peer
 from asgard.resources.cassandra import CassandraNode
 from asgard.resources.paths import run_dir
+from asgard.resources.process import context_switches
 from asgard.resources.stores import ObjectKey
 
 MiB = 1024 * 1024
@@ -34,18 +34,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 def jvm_cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def jvm_context_switches(pid: int) -> int:
-    """Voluntary and involuntary context switches of all the JVM's threads so far."""
-    total = 0
-    for status in glob.glob(f"/proc/{pid}/task/*/status"):
-        try:
-            with open(status) as f:
-                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
-        except FileNotFoundError:  # a thread that ended
-            pass
-    return total
 
 
 def release_only(node: CassandraNode) -> None:
@@ -79,12 +67,12 @@ def small_ops(nodes: dict, stores: dict, count: int, rounds: int) -> None:
             scope = f"ab-{uuid.uuid4().hex[:8]}"
             keys = [ObjectKey.for_run(scope, "small", str(i)) for i in range(count)]
             pid = nodes[name].pid()
-            w0, c0, t0 = jvm_context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
+            w0, c0, t0 = context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
             for key in keys:
                 stores[name].put(key, payload)
             for key in keys:
                 stores[name].get(key)
-            dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), jvm_context_switches(pid)
+            dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), context_switches(pid)
             stores[name].purge_scope(f"run/{scope}")
             if r >= 2:
                 rows[name].append(((c1 - c0) * 1000 / (2 * count), 2 * count / dt, (w1 - w0) / (2 * count)))
@@ -165,10 +153,10 @@ def main() -> None:
         for r in range(args.rounds):
             for name in (list(nodes) if r % 2 == 0 else list(nodes)[::-1]):
                 pid = nodes[name].pid()
-                w0, c0, t0 = jvm_context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
+                w0, c0, t0 = context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
                 for _ in range(reads):
                     stores[name].get(keys[name])
-                dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), jvm_context_switches(pid)
+                dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), context_switches(pid)
                 rows[name].append(((c1 - c0) / (reads * size / 1024), reads * size / dt, (w1 - w0) / (reads * size)))
         for name, got in rows.items():
             print(f"{size:>4}MiB {name:>9} {statistics.median(g[0] for g in got):>13.3f} "
