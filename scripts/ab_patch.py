@@ -20,20 +20,13 @@ import uuid
 
 import numpy as np
 
-import asgard.resources.cassandra.node as node_module
 from asgard_bench.io import open_peer
 from asgard.resources.cassandra import CassandraNode
 from asgard.resources.paths import run_dir
-from asgard.resources.process import context_switches
+from asgard.resources.process import context_switches, process_cpu_seconds
 from asgard.resources.stores import ObjectKey
 
 MiB = 1024 * 1024
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def jvm_cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def release_only(node: CassandraNode) -> None:
@@ -67,12 +60,12 @@ def small_ops(nodes: dict, stores: dict, count: int, rounds: int) -> None:
             scope = f"ab-{uuid.uuid4().hex[:8]}"
             keys = [ObjectKey.for_run(scope, "small", str(i)) for i in range(count)]
             pid = nodes[name].pid()
-            w0, c0, t0 = context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
+            w0, c0, t0 = context_switches(pid), process_cpu_seconds(pid), time.perf_counter()
             for key in keys:
                 stores[name].put(key, payload)
             for key in keys:
                 stores[name].get(key)
-            dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), context_switches(pid)
+            dt, c1, w1 = time.perf_counter() - t0, process_cpu_seconds(pid), context_switches(pid)
             stores[name].purge_scope(f"run/{scope}")
             if r >= 2:
                 rows[name].append(((c1 - c0) * 1000 / (2 * count), 2 * count / dt, (w1 - w0) / (2 * count)))
@@ -92,10 +85,10 @@ def write_block(nodes: dict, stores: dict, data, size: int, rounds: int) -> None
         for name in (list(nodes) if r % 2 == 0 else list(nodes)[::-1]):
             scope = f"ab-{uuid.uuid4().hex[:8]}"
             pid = nodes[name].pid()
-            c0, t0 = jvm_cpu_seconds(pid), time.perf_counter()
+            c0, t0 = process_cpu_seconds(pid), time.perf_counter()
             for i in range(writes):
                 stores[name].put(ObjectKey.for_run(scope, "io", f"w{i}"), data)
-            dt, c1 = time.perf_counter() - t0, jvm_cpu_seconds(pid)
+            dt, c1 = time.perf_counter() - t0, process_cpu_seconds(pid)
             rows[name].append(((c1 - c0) / (writes * size / 1024), writes * size / dt))
             stores[name].purge_scope(f"run/{scope}")
     for name, got in rows.items():
@@ -153,10 +146,10 @@ def main() -> None:
         for r in range(args.rounds):
             for name in (list(nodes) if r % 2 == 0 else list(nodes)[::-1]):
                 pid = nodes[name].pid()
-                w0, c0, t0 = context_switches(pid), jvm_cpu_seconds(pid), time.perf_counter()
+                w0, c0, t0 = context_switches(pid), process_cpu_seconds(pid), time.perf_counter()
                 for _ in range(reads):
                     stores[name].get(keys[name])
-                dt, c1, w1 = time.perf_counter() - t0, jvm_cpu_seconds(pid), context_switches(pid)
+                dt, c1, w1 = time.perf_counter() - t0, process_cpu_seconds(pid), context_switches(pid)
                 rows[name].append(((c1 - c0) / (reads * size / 1024), reads * size / dt, (w1 - w0) / (reads * size)))
         for name, got in rows.items():
             print(f"{size:>4}MiB {name:>9} {statistics.median(g[0] for g in got):>13.3f} "
