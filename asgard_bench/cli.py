@@ -1,5 +1,5 @@
 """``asgard bench``: the benchmarks, tools for us and for evaluators (not what a pipeline imports;
-``asgard_dagster.cli`` mounts this group when the package is installed).
+``asgard.cli`` mounts this group when the package is installed).
 
     asgard bench io [--json]         store throughput and memory, every backend
     asgard bench apps [--json]       Perf/$ and latency of the apps on every backend

@@ -212,7 +212,7 @@ def _purge(env: dict, keys: dict) -> None:
         for obj in page.get("Contents", []):
             client.delete_object(Bucket=BUCKET, Key=obj["Key"])
     if any(k.startswith("cassandra:") for k in keys):  # the bench DAG's runs, through `asgard airflow purge`
-        out = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "airflow", "purge", "--dag-id", DAG_ID],
+        out = subprocess.run([sys.executable, "-m", "asgard.cli", "airflow", "purge", "--dag-id", DAG_ID],
                              env=env, capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             raise XComBenchError(f"asgard airflow purge failed:\n{(out.stdout + out.stderr)[-2000:]}")

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the four layers (.importlinter): the client, the two adapters, the tuner, the lab
+.venv/bin/lint-imports --no-cache
 # the suite's Cassandra has the same heap on any machine (the tuner's knob space was calibrated
 # on 2 GiB heaps; the NUMA plan's own sizing rule is tested in tests/test_numa.py)
 export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"

@@ -40,7 +40,7 @@ def make_home(home: Path, **extra: str) -> dict:
 
 def purge(home: dict) -> None:
     """Remove every value the home's runs stored, through the CLI (``asgard airflow purge``)."""
-    out = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "airflow", "purge", "--older-than", "0s"],
+    out = subprocess.run([sys.executable, "-m", "asgard.cli", "airflow", "purge", "--older-than", "0s"],
                          env=home["env"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 

@@ -1,4 +1,4 @@
-"""The seed applications as Airflow DAGs (asgard_airflow.apps), run with real ``airflow dags test``
+"""The seed applications as Airflow DAGs (asgard.pipelines.airflow_apps), run with real ``airflow dags test``
 at small sizes through the Cassandra XCom backend: the results are right, Airflow's database holds
 only references (and small values), and the topology analyzer reads each DAG, sized by the run's
 references, into the workload its structure implies."""
@@ -32,7 +32,7 @@ def store(cassandra_node):
 
 def run_app(home, store, app: str):
     """Run the app's DAG; ``(rows, result)``: its xcom rows and the final task's value, read from the store."""
-    from asgard_airflow.apps import FINAL_TASK, dag_id_for
+    from asgard.pipelines.airflow_apps import FINAL_TASK, dag_id_for
 
     dag_id = dag_id_for(app)
     rc, out, run_id = dags_test(home, dag_id, SMALL[app])
@@ -55,7 +55,7 @@ def run_app(home, store, app: str):
 
 
 def analyzed(app: str, rows: dict):
-    from asgard_airflow.apps import make_app_dag
+    from asgard.pipelines.airflow_apps import make_app_dag
     from asgard_airflow.topology import analyze_dag, history_from_rows
 
     degrees, sizes = history_from_rows([(t, m, k, v) for (t, m, k), v in rows.items()])
@@ -150,7 +150,7 @@ def test_bench_apps_sets_dagster_and_airflow_side_by_side(tmp_path):
     import sys
 
     out = tmp_path / "bench"
-    run = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "bench", "apps", "--engine", "dagster,airflow",
+    run = subprocess.run([sys.executable, "-m", "asgard.cli", "bench", "apps", "--engine", "dagster,airflow",
                           "--small", "--apps", "word_count", "--backends", "local", "-r", "1", "--no-warmup",
                           "--out", str(out), "--json"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

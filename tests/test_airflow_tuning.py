@@ -20,7 +20,7 @@ def stages_of(topo) -> dict:
 
 
 def test_analyzer_reads_each_seed_dag_structure():
-    from asgard_airflow.apps import make_app_dag
+    from asgard.pipelines.airflow_apps import make_app_dag
     from asgard_airflow.topology import analyze_dag
 
     wc = analyze_dag(make_app_dag("word_count", reducers=3), degrees={"split_corpus": 4},

@@ -57,7 +57,7 @@ def airflow_home(tmp_path_factory, cassandra_node):
 
 
 def _asgard(env: dict, *args: str) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", *args], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "asgard.cli", *args], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, f"asgard {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     return out

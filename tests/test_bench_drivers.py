@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from asgard_dagster.cli import main
+from asgard.cli import main
 
 
 def test_bench_drivers_runs_the_store_on_both_drivers_with_a_noise_floor(cassandra_node):

@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from asgard_dagster.cli import main
+from asgard.cli import main
 
 
 def _node_state(node):

@@ -5,7 +5,7 @@ import json
 
 from click.testing import CliRunner
 
-from asgard_dagster.cli import main
+from asgard.cli import main
 
 
 def test_bench_io_json_rows_for_every_backend(all_servers):

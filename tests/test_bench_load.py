@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_bench_load_verifies_every_object_written_by_parallel_processes(cassandra_node):
-    out = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "bench", "load", "--processes", "4",
+    out = subprocess.run([sys.executable, "-m", "asgard.cli", "bench", "load", "--processes", "4",
                           "--objects", "60", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)

@@ -11,7 +11,7 @@ from asgard.resources.minio import MinioServer
 
 
 def test_bench_xcom_measures_the_three_backends_and_leaves_no_object(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "asgard_dagster.cli", "bench", "xcom", "--json", "--repeat", "2",
+    out = subprocess.run([sys.executable, "-m", "asgard.cli", "bench", "xcom", "--json", "--repeat", "2",
                           "--small-count", "3", "--sizes", f"{1 << 20},10240"],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

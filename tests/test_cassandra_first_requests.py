@@ -223,9 +223,8 @@ def test_a_first_put_routes_by_its_head_partition(cassandra_store, run_id, monke
     four too, so later puts and gets are routed the same."""
     import asgard.resources.stores.cql as module
 
-    import dataclasses
-
-    monkeypatch.setattr(module.options, "OPTIONS", dataclasses.replace(module.options.OPTIONS, first_requests=first))
+    monkeypatch.setitem(module.options._current, "options", module.options.opts())
+    module.set_options(first_requests=first)
     cassandra_store.ensure_schema()
     scope, path = f"run/{run_id}", "step/out"
     head = ("insert_head", (scope, path, "", 0, b"manifest", b"data", 60))

@@ -151,7 +151,7 @@ def _events(instance):
 
 def test_bench_io_on_the_ring_reports_each_instance(ring):
     """Last in this module: the bench stops the ring it ran on."""
-    from asgard_dagster.cli import main
+    from asgard.cli import main
 
     args = ["bench", "io", "--json", "--nodes", "3", "--backends", "cassandra", "--sizes-mib", "4", "--repeat", "1",
             "--small-ops", "20", "--memory-mib", "0", "--first-puts", "1", "--warmup-seconds", "0",

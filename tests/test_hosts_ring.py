@@ -234,7 +234,7 @@ def _host_cli(host, *args: str) -> str:
     """``asgard cassandra host ...`` run on ``host`` (inside its namespace), as an operator runs it there."""
     import sys
 
-    out = subprocess.run([*host.exec_prefix(), sys.executable, "-m", "asgard_dagster.cli", "cassandra", "host", *args],
+    out = subprocess.run([*host.exec_prefix(), sys.executable, "-m", "asgard.cli", "cassandra", "host", *args],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout

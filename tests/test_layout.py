@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -22,7 +23,7 @@ NAMESPACED = ("resources", "tuner", "pipelines")
 def test_what_a_pipeline_imports_pulls_in_no_benchmark_no_pipeline_and_no_matplotlib():
     code = (
         "import json, sys\n"
-        "import asgard_dagster, asgard_dagster.cli, asgard_dagster.definitions, asgard_dagster.sensors\n"
+        "import asgard_dagster, asgard_dagster.definitions, asgard_dagster.sensors\n"
         "import asgard_dagster.retune, asgard_dagster.topology, asgard_dagster.io_manager\n"
         "from asgard_dagster import CassandraIOManager, CassandraResource\n"
         "from asgard_dagster.definitions import asgard_definitions\n"
@@ -34,13 +35,12 @@ def test_what_a_pipeline_imports_pulls_in_no_benchmark_no_pipeline_and_no_matplo
     assert not [m for m in loaded if m == "asgard.pipelines" or m.startswith("asgard.pipelines.")]
     # and nothing under a generic top-level name a user's own project may hold
     assert not [m for m in loaded if m.split(".")[0] in ("resources", "tuner", "pipelines")]
-    # the CLI mounts the bench's click group; the benchmarks themselves load only when run
-    assert {m for m in loaded if m.startswith("asgard_bench")} <= {"asgard_bench", "asgard_bench.cli",
-                                                                 "asgard_bench.apps_cli"}
+    # nor the lab's command line and benchmarks (asgard.cli mounts them)
+    assert not [m for m in loaded if m == "asgard.cli" or m.startswith("asgard_bench")]
 
 
 def test_the_benchmarks_are_still_asgard_bench_commands():
-    from asgard_dagster.cli import main
+    from asgard.cli import main
 
     result = CliRunner().invoke(main, ["bench", "--help"])
     assert result.exit_code == 0, result.output
@@ -100,3 +100,86 @@ def test_no_import_cycle_between_project_modules():
                 seen.add(node)
                 todo.extend(graph[node])
     assert cycles == [], f"modules on an import cycle: {cycles}"
+
+
+def test_the_layers_hold_as_lint_imports_checks_them():
+    """The contracts in .importlinter: the client depends on the drivers only, the two adapters on
+    the client and their own orchestrator, the tuner on neither orchestrator."""
+    out = subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 broken" in out.stdout and out.stdout.count(" KEPT") >= 5, out.stdout
+
+
+# a finder that refuses a module family, as an environment without it installed would
+_WITHOUT = """
+import importlib.abc, sys
+class Without(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {refused!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Without())
+"""
+
+
+def test_the_airflow_adapter_and_the_retune_dag_import_where_dagster_is_not_installed():
+    code = _WITHOUT.format(refused={"dagster", "dagster_aws", "dagster_webserver", "asgard_dagster"}) + (
+        "import asgard_airflow, asgard_airflow.xcom, asgard_airflow.retune, asgard_airflow.cli\n"
+        "from asgard_airflow import CassandraXComBackend\n"
+        "from asgard.tuner import retune, surrogates\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_dagster_adapter_imports_where_airflow_is_not_installed():
+    code = _WITHOUT.format(refused={"airflow", "asgard_airflow"}) + (
+        "import asgard_dagster, asgard_dagster.definitions, asgard_dagster.retune, asgard_dagster.sensors\n"
+        "from asgard_dagster import CassandraIOManager, CassandraResource\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'airflow'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+# every module of the four layers, imported with the environment watched
+_WATCH_ENVIRON = """
+import os, sys, pkgutil, importlib, json
+read = set()
+ROOT = os.getcwd()
+def _by_project():  # the nearest caller outside os and collections.abc is a module of this project
+    frame = sys._getframe(2)
+    while frame and frame.f_code.co_filename.endswith(("os.py", "_collections_abc>", "_collections_abc.py")):
+        frame = frame.f_back
+    name = frame.f_code.co_filename if frame else ""
+    return name.startswith(ROOT) and "/.venv/" not in name
+class Watched(os._Environ):
+    def __getitem__(self, key):
+        if _by_project():
+            read.add(key)
+        return super().__getitem__(key)
+    def __contains__(self, key):
+        if _by_project():
+            read.add(key)
+        return super().__contains__(key)
+os.environ.__class__ = Watched
+import asgard, asgard_airflow, asgard_dagster, asgard_bench
+import asgard.resources, asgard.tuner, asgard.pipelines
+names = []
+for package in (asgard.resources, asgard.tuner, asgard_airflow, asgard_dagster):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        names.append(info.name)
+for name in ["asgard.cli", "asgard.pipelines.airflow_apps"] + names:
+    importlib.import_module(name)
+print(json.dumps(sorted(k for k in read if k.startswith(("ASGARD_", "AIRFLOW__ASGARD__")))))
+"""
+
+
+def test_no_module_reads_the_projects_settings_from_the_environment_at_import():
+    """Settings are read when used (cached getters), never when a module loads: a process that sets
+    a variable after importing the plugin still gets it."""
+    out = subprocess.run([sys.executable, "-c", _WATCH_ENVIRON], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "ASGARD_CQL_BATCH": "1000", "ASGARD_CASSANDRA_VERSION": "5.0.9"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [], out.stdout

@@ -143,7 +143,7 @@ def test_an_app_runs_on_the_multiprocess_executor_behind_the_cloud_profile(cloud
 
 
 def test_bench_io_under_the_cloud_profile_says_so_and_sees_the_far_s3(cloud):
-    from asgard_dagster.cli import main
+    from asgard.cli import main
 
     result = CliRunner().invoke(main, [
         "bench", "io", "--network", "cloud", "--json", "--backends", "cassandra,s3", "--sizes-mib", "1",

@@ -8,7 +8,14 @@ from pathlib import Path
 
 from ..paths import cache_dir
 
-CASSANDRA_VERSION = os.environ.get("ASGARD_CASSANDRA_VERSION", "5.0.9")
+CASSANDRA_VERSION = "5.0.9"
+
+
+def cassandra_version() -> str:
+    """CASSANDRA_VERSION, or $ASGARD_CASSANDRA_VERSION where it is set (read at each use, never at import)."""
+    return os.environ.get("ASGARD_CASSANDRA_VERSION") or CASSANDRA_VERSION
+
+
 POM = Path(__file__).with_name("pom.xml")
 #: the project's own small JMX tools (java/*.java), compiled at install into the version's tools/
 JAVA_SOURCES = Path(__file__).with_name("java")
@@ -22,13 +29,15 @@ class InstallError(RuntimeError):
     """Cassandra could not be installed."""
 
 
-def lib_dir(version: str = CASSANDRA_VERSION) -> Path:
+def lib_dir(version: str | None = None) -> Path:
+    version = version or cassandra_version()
     return cache_dir("cassandra", version) / "lib"
 
 
-def install(version: str = CASSANDRA_VERSION, quiet: bool = True) -> Path:
+def install(version: str | None = None, quiet: bool = True) -> Path:
     """Return the directory holding ``cassandra-all-<version>.jar`` and its dependencies,
     downloading them with ``mvn dependency:copy-dependencies`` on first use."""
+    version = version or cassandra_version()
     lib = lib_dir(version)
     marker = lib / ".complete"
     if marker.exists():
@@ -96,12 +105,13 @@ class SourcesChecksumError(InstallError):
 SOURCES_PIN = "sources.sha256"
 
 
-def patches_dir(version: str = CASSANDRA_VERSION) -> Path:
+def patches_dir(version: str | None = None) -> Path:
     """Where the patch jar of ``version`` and its fingerprint are built (the install cache)."""
+    version = version or cassandra_version()
     return cache_dir("cassandra", version) / "patches"
 
 
-def patches_jar(version: str = CASSANDRA_VERSION, enabled: bool | None = None,
+def patches_jar(version: str | None = None, enabled: bool | None = None,
                 patch_root: Path = PATCH_SOURCES) -> Path | None:
     """The built jar of this version's patches, current with them; None when the version has none,
     they are switched off (``enabled``, see :func:`patches_enabled`), or the machine has not the
@@ -110,6 +120,7 @@ def patches_jar(version: str = CASSANDRA_VERSION, enabled: bool | None = None,
     Every node start comes here (its classpath, :func:`server_classpath`): a jar whose recorded
     fingerprint (:func:`patches_fingerprint`) differs from the checkout's patches is rebuilt
     first, and where it cannot be, :class:`StalePatchesError` is raised rather than run it."""
+    version = version or cassandra_version()
     if not patches_enabled(enabled) or not _patch_files(version, patch_root):
         return None
     jar = patches_dir(version) / "patches.jar"
@@ -122,9 +133,10 @@ def _patch_files(version: str, patch_root: Path = PATCH_SOURCES) -> list[Path]:
     return sorted((patch_root / version).glob("*.patch"))
 
 
-def patches_fingerprint(version: str = CASSANDRA_VERSION, patch_root: Path = PATCH_SOURCES) -> str:
+def patches_fingerprint(version: str | None = None, patch_root: Path = PATCH_SOURCES) -> str:
     """sha256 over the release version, the pinned sources' checksum and each patch's name and
     contents (in the order they apply): what the patch jar is built from."""
+    version = version or cassandra_version()
     import hashlib
 
     h = hashlib.sha256(f"cassandra {version}\n".encode())
@@ -146,8 +158,9 @@ def _recorded_fingerprint(jar: Path) -> str | None:
         return None
 
 
-def pinned_sources_sha256(version: str = CASSANDRA_VERSION, patch_root: Path = PATCH_SOURCES) -> str:
+def pinned_sources_sha256(version: str | None = None, patch_root: Path = PATCH_SOURCES) -> str:
     """The sha256 the repository pins for ``cassandra-all-<version>-sources.jar``."""
+    version = version or cassandra_version()
     pin = patch_root / version / SOURCES_PIN
     try:
         digest = pin.read_text().split()[0].lower()
@@ -161,9 +174,10 @@ def pinned_sources_sha256(version: str = CASSANDRA_VERSION, patch_root: Path = P
     return digest
 
 
-def verify_sources(sources: Path, version: str = CASSANDRA_VERSION, patch_root: Path = PATCH_SOURCES) -> None:
+def verify_sources(sources: Path, version: str | None = None, patch_root: Path = PATCH_SOURCES) -> None:
     """Refuse (:class:`SourcesChecksumError`) a sources jar whose sha256 is not the pinned one.
     Maven checks Central's sha1 when it downloads, not when it hands out its local copy again."""
+    version = version or cassandra_version()
     import hashlib
 
     expected = pinned_sources_sha256(version, patch_root)
@@ -180,7 +194,7 @@ def verify_sources(sources: Path, version: str = CASSANDRA_VERSION, patch_root: 
             f"differs, do not change the pin: report it.")
 
 
-def build_patches(version: str = CASSANDRA_VERSION, patch_root: Path = PATCH_SOURCES,
+def build_patches(version: str | None = None, patch_root: Path = PATCH_SOURCES,
                   sources: Path | None = None) -> Path | None:
     """Apply this version's patches to its sources (``cassandra-all-<version>-sources.jar`` from
     Maven Central, or ``sources`` when given; either way checked against the pinned sha256,
@@ -189,6 +203,7 @@ def build_patches(version: str = CASSANDRA_VERSION, patch_root: Path = PATCH_SOU
     (``patches.jar.fingerprint``); once per change of the patches. Returns the jar, or None with a
     warning when a tool is missing and no jar was built before (the node runs unpatched, never
     half-patched); with a jar of other patches, :class:`StalePatchesError`."""
+    version = version or cassandra_version()
     import fcntl
 
     patches = _patch_files(version, patch_root)
@@ -264,15 +279,17 @@ def _build_patches(version: str, patch_root: Path, patches: list[Path], jar: Pat
     return jar
 
 
-def tools_dir(version: str = CASSANDRA_VERSION) -> Path:
+def tools_dir(version: str | None = None) -> Path:
+    version = version or cassandra_version()
     return cache_dir("cassandra", version) / "tools"
 
 
-def build_tools(version: str = CASSANDRA_VERSION) -> Path | None:
+def build_tools(version: str | None = None) -> Path | None:
     """Compile the project's JMX tools (``java/*.java``, JDK classes only) into :func:`tools_dir`,
     once per source change; None when no compiler is at hand (callers then do without them).
 
     Compiled by :func:`_java_compiler`."""
+    version = version or cassandra_version()
     out = tools_dir(version)
     sources = sorted(JAVA_SOURCES.glob("*.java"))
     stamp = out / ".sources"
@@ -301,13 +318,15 @@ def build_tools(version: str = CASSANDRA_VERSION) -> Path | None:
 
 # --- AppCDS: the JVM maps the classes of a Cassandra start from an archive instead of loading
 # and verifying them from the jars (about 2 of the 7-8 CPU-seconds of a start on this machine).
-def cds_dir(version: str = CASSANDRA_VERSION) -> Path:
+def cds_dir(version: str | None = None) -> Path:
+    version = version or cassandra_version()
     return cache_dir("cassandra", version) / "cds"
 
 
-def cds_key(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> str:
+def cds_key(version: str | None = None, patches: bool | None = None) -> str:
     """What an archive is valid for: this java binary and these jars (an upgrade of either
     names another archive; the JVM itself also refuses a stale one and starts without it)."""
+    version = version or cassandra_version()
     import hashlib
 
     java = os.path.realpath(shutil.which("java") or "java")
@@ -321,21 +340,24 @@ def cds_key(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> st
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def cds_archive(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> Path:
+def cds_archive(version: str | None = None, patches: bool | None = None) -> Path:
     """The archive for the classpath of a node with (``patches``) or without the patches."""
+    version = version or cassandra_version()
     return cds_dir(version) / f"cassandra-{cds_key(version, patches)}.jsa"
 
 
-def cds_classlist(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> Path:
+def cds_classlist(version: str | None = None, patches: bool | None = None) -> Path:
     """The classes a real start loaded (``-XX:DumpLoadedClassList``), the archive's recipe."""
+    version = version or cassandra_version()
     return cds_dir(version) / f"cassandra-{cds_key(version, patches)}.classlist"
 
 
-def build_cds_archive(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> Path | None:
+def build_cds_archive(version: str | None = None, patches: bool | None = None) -> Path | None:
     """The install step's AppCDS archive (``java -Xshare:dump``, about 9 s of CPU once), from the
     class list that the first start of an instance on this machine recorded; None while there is
     no class list yet (:class:`~asgard.resources.cassandra.node.CassandraNode` records one and then runs
     this in the background; ``scripts/setup.sh`` runs it too)."""
+    version = version or cassandra_version()
     from .jvm import JVM17_FLAGS
 
     archive, classlist = cds_archive(version, patches), cds_classlist(version, patches)
@@ -354,10 +376,11 @@ def build_cds_archive(version: str = CASSANDRA_VERSION, patches: bool | None = N
     return archive
 
 
-def server_classpath(version: str = CASSANDRA_VERSION, patches: bool | None = None) -> str:
+def server_classpath(version: str | None = None, patches: bool | None = None) -> str:
     """A Cassandra instance's classpath: this version's patches (if any, and unless ``patches``
     is False or, with ``patches`` None, ``ASGARD_CASSANDRA_PATCHES=0``) before the release's jars
     (installed by the caller: :func:`install` runs at every start, once is enough)."""
+    version = version or cassandra_version()
     lib = f"{lib_dir(version)}/*"
     patched = patches_jar(version, patches)
     return f"{patched}{os.pathsep}{lib}" if patched is not None else lib

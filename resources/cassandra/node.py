@@ -24,7 +24,7 @@ from ..numa import InstancePlan
 from ..paths import run_dir
 from ..process import ManagedServer
 from .config import LOGBACK_XML, base_config, host_ring_settings, render_config, write_config
-from .install import CASSANDRA_VERSION, install
+from .install import cassandra_version, install
 from .node_command import (FAST_START_PROPERTIES, NATIVE_INLINE_PROPERTY, RING_SUPERUSER_SETUP_DELAY_MS,
                            RUN_IMMEDIATELY_PROPERTY, SMALL_HOST_CPUS, SMALL_HOST_SEP_STOP_CHECK_NS, NodeCommandLine)
 from .node_process import NATIVE_TRANSPORT_HELD, NodeProcess, wait_port_closed
@@ -64,7 +64,7 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
         nodes: int = 1,
         heap: str | None = None,
         numa_node: int | None = None,
-        version: str = CASSANDRA_VERSION,
+        version: str | None = None,
         native_port: int = 9042,
         workdir: Path | None = None,
         authenticate: bool = False,
@@ -83,6 +83,7 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
         ring_ca: str | None = None,
         replication_factor: int = 3,
     ):
+        version = version or cassandra_version()
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
         super().__init__(f"cassandra-{index}", workdir or run_dir("cassandra", f"node{index}"), numa_node, netns)

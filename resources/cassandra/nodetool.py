@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from ..paths import cache_dir
-from .install import CASSANDRA_VERSION, install
+from .install import cassandra_version, install
 from .jvm import JVM17_FLAGS
 
 # nodetool has no logback.xml of its own on this classpath, so logback logs netty at DEBUG
@@ -23,7 +23,7 @@ class NodetoolError(RuntimeError):
     """nodetool exited non-zero."""
 
 
-def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeout: float = 120,
+def nodetool(jmx_port: int, *args: str, version: str | None = None, timeout: float = 120,
              credentials: tuple[str, Path] | None = None, prefix: list[str] | None = None,
              host: str = "127.0.0.1", ssl: bool = False, truststore: str | None = None,
              truststore_password: str | None = None) -> str:
@@ -32,6 +32,7 @@ def nodetool(jmx_port: int, *args: str, version: str = CASSANDRA_VERSION, timeou
     ``prefix``: run it so (``ip netns exec NS`` for a node in a namespace, whose JMX is on its loopback).
     ``host``: a remote member's JMX (a cluster the project does not run); ``ssl``: JMX over TLS,
     trusting ``truststore``."""
+    version = version or cassandra_version()
     lib = install(version)
     logback = cache_dir("cassandra") / "nodetool-logback.xml"
     if not logback.exists() or logback.read_text() != QUIET_LOGBACK:

@@ -18,51 +18,37 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..paths import cache_dir, run_dir, write_private
+from ..paths import cache_dir, run_dir
 from ..process import ManagedServer, ServerError
+from ..stores.local_servers import local_credentials
 
 #: github.com/minio/minio pseudo-version, pinned (keep equal to MINIO_VERSION in scripts/setup.sh)
-MINIO_VERSION = os.environ.get("ASGARD_MINIO_VERSION", "v0.0.0-20260212201848-7aac2a2c5b7c")
+MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+
+def minio_version() -> str:
+    """MINIO_VERSION, or $ASGARD_MINIO_VERSION where it is set (read at each use, never at import)."""
+    return os.environ.get("ASGARD_MINIO_VERSION") or MINIO_VERSION
+
+
 MINIO_MODULE = "github.com/minio/minio"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9000
 DEFAULT_CONSOLE_PORT = 9001
 DEFAULT_BUCKET = "asgard"
 LOCAL_ENDPOINT = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
-#: used only when MINIO_ROOT_USER / MINIO_ROOT_PASSWORD are unset; local-only, never for a shared server
-LOCAL_DEFAULT_USER = "asgard-local"
 
 
-def local_password_file() -> Path:
-    return run_dir("minio") / "root.password"
-
-
-def local_credentials() -> tuple[str, str]:
-    """``(access key, secret key)`` of the local MinIO: ``MINIO_ROOT_USER`` / ``MINIO_ROOT_PASSWORD``,
-    or, when unset, ``asgard-local`` and the password in :func:`local_password_file` (generated,
-    mode 0600, on first use)."""
-    user, password = os.environ.get("MINIO_ROOT_USER"), os.environ.get("MINIO_ROOT_PASSWORD")
-    if user and password:
-        return user, password
-    path = local_password_file()
-    try:
-        generated = path.read_text().strip()
-    except FileNotFoundError:
-        import secrets
-
-        generated = secrets.token_urlsafe(24)
-        write_private(path, generated + "\n")
-    return user or LOCAL_DEFAULT_USER, password or generated
-
-
-def minio_binary_path(version: str = MINIO_VERSION) -> Path:
+def minio_binary_path(version: str | None = None) -> Path:
+    version = version or minio_version()
     return cache_dir("minio", version) / "minio"
 
 
-def install_minio(version: str = MINIO_VERSION, quiet: bool = True) -> Path:
+def install_minio(version: str | None = None, quiet: bool = True) -> Path:
     """The MinIO binary of ``version``, built on first use with
     ``GOBIN=$ASGARD_HOME/cache/minio/<version> go install github.com/minio/minio@<version>``
     (several minutes the first time; needs Go on PATH)."""
+    version = version or minio_version()
     binary = minio_binary_path(version)
     if os.access(binary, os.X_OK):
         return binary
@@ -108,11 +94,12 @@ class MinioServer(ManagedServer):
         console_port: int = DEFAULT_CONSOLE_PORT,
         host: str = DEFAULT_HOST,
         bucket: str = DEFAULT_BUCKET,
-        version: str = MINIO_VERSION,
+        version: str | None = None,
         numa_node: int | None = None,
         workdir: Path | None = None,
         netns: str | None = None,
     ):
+        version = version or minio_version()
         super().__init__("minio", workdir or run_dir("minio"), numa_node, netns)
         self.host, self.port, self.console_port = host, port, console_port
         self.bucket, self.version = bucket, version

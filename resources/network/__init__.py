@@ -2,7 +2,7 @@
 per server (iproute2), Toxiproxy for delay and per-connection bandwidth, and the
 :class:`Deployment` that says where each store's server runs and how a client reaches it.
 
-The names are imported on first use: a store client asks only :func:`is_project_host`, and a
+The names are imported on first use: a
 step process should not pay for the deployment's imports (psutil, the servers: ~70 ms) to
 open a Redis store."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ _WHERE = {
     "Deployment": "deployment",
     "NamespaceError": "namespace", "NetNamespace": "namespace", "leftovers": "namespace",
     "Link": "profile", "NetworkProfile": "profile", "NetworkProfileError": "profile",
-    "is_project_host": "profile", "load_profile": "profile", "profile_names": "profile",
+    "load_profile": "profile", "profile_names": "profile",
 }
 
 __all__ = sorted(_WHERE)

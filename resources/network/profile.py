@@ -1,7 +1,6 @@
 """Network profiles: what link each store is reached over (``profiles.yaml`` beside this file)."""
 from __future__ import annotations
 
-import functools
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 from ..stores.backends import LINKED_SERVERS, server_of
+from ..stores.local_servers import PROJECT_SUBNET
 
 #: the servers a profile can put behind a link (each backend's ``server`` in the one backend
 #: table: s3_stock shares the s3 server)
@@ -102,22 +102,9 @@ def _document(path: Path | None = None) -> dict:
     return yaml.safe_load((path or PROFILES_FILE).read_text())
 
 
-@functools.lru_cache(maxsize=1)
 def subnet() -> ipaddress.IPv4Network:
-    """The namespaces' subnet; read once: every Redis or S3 store built asks (is_project_host)."""
-    return ipaddress.ip_network(_document()["subnet"])
-
-
-def is_project_host(host: str | None) -> bool:
-    """True for an address of a server this project runs on this machine: loopback, or a
-    namespace of :mod:`asgard.resources.network` (the local credentials apply to both)."""
-    if host in ("localhost", "::1"):
-        return True
-    try:
-        address = ipaddress.ip_address(host or "")
-    except ValueError:
-        return False
-    return address.is_loopback or address in subnet()
+    """The namespaces' subnet (declared once, in the client: it tells the project's servers by address)."""
+    return PROJECT_SUBNET
 
 
 def profile_names(path: Path | None = None) -> list[str]:

@@ -20,17 +20,26 @@ from ..process import ManagedServer, ServerError
 from .profile import Link, applied_mbit
 
 #: pinned (keep equal to TOXIPROXY_VERSION in scripts/setup.sh)
-TOXIPROXY_VERSION = os.environ.get("ASGARD_TOXIPROXY_VERSION", "v2.5.0")
+TOXIPROXY_VERSION = "v2.5.0"
+
+
+def toxiproxy_version() -> str:
+    """TOXIPROXY_VERSION, or $ASGARD_TOXIPROXY_VERSION where it is set (read at each use, never at import)."""
+    return os.environ.get("ASGARD_TOXIPROXY_VERSION") or TOXIPROXY_VERSION
+
+
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 API_PORT = 8474
 
 
-def toxiproxy_binary_path(version: str = TOXIPROXY_VERSION) -> Path:
+def toxiproxy_binary_path(version: str | None = None) -> Path:
+    version = version or toxiproxy_version()
     return cache_dir("toxiproxy", version) / "server"
 
 
-def install_toxiproxy(version: str = TOXIPROXY_VERSION) -> Path:
+def install_toxiproxy(version: str | None = None) -> Path:
     """The Toxiproxy server binary, built on first use with ``GOBIN=... go install`` (seconds)."""
+    version = version or toxiproxy_version()
     binary = toxiproxy_binary_path(version)
     if os.access(binary, os.X_OK):
         return binary
@@ -62,7 +71,8 @@ class ToxiproxyServer(ManagedServer):
 
     start_timeout = 30.0
 
-    def __init__(self, workdir: Path, host: str, netns: str | None = None, version: str = TOXIPROXY_VERSION):
+    def __init__(self, workdir: Path, host: str, netns: str | None = None, version: str | None = None):
+        version = version or toxiproxy_version()
         super().__init__("toxiproxy", workdir, None, netns)
         self.host, self.version = host, version
 

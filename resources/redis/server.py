@@ -19,7 +19,14 @@ from ..process import ManagedServer, ServerError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6380
-DEFAULT_MAXMEMORY = os.environ.get("ASGARD_REDIS_MAXMEMORY", "2gb")
+DEFAULT_MAXMEMORY = "2gb"
+
+
+def default_maxmemory() -> str:
+    """DEFAULT_MAXMEMORY, or $ASGARD_REDIS_MAXMEMORY where it is set (read at each use, never at import)."""
+    return os.environ.get("ASGARD_REDIS_MAXMEMORY") or DEFAULT_MAXMEMORY
+
+
 PASSWORD_ENV = "ASGARD_REDIS_PASSWORD"
 SYSTEM_BINARY = "/usr/bin/redis-server"
 
@@ -60,7 +67,7 @@ class RedisServer(ManagedServer):
         self,
         port: int = DEFAULT_PORT,
         host: str = DEFAULT_HOST,
-        maxmemory: str | int = DEFAULT_MAXMEMORY,
+        maxmemory: str | int | None = None,
         password: str | None = None,
         io_threads: int = 1,
         numa_node: int | None = None,
@@ -68,6 +75,7 @@ class RedisServer(ManagedServer):
         tls: bool = False,
         netns: str | None = None,
     ):
+        maxmemory = maxmemory or default_maxmemory()
         if not re.fullmatch(r"\d+([kmg]b?)?", str(maxmemory).lower()):
             raise ValueError(f"maxmemory {maxmemory!r} is not a Redis memory size (e.g. 2gb, 512mb, 1073741824)")
         super().__init__("redis", workdir or run_dir("redis"), numa_node, netns)

@@ -40,6 +40,7 @@ from typing import Any, Iterator
 
 from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, unpack_head
 from .errors import StoreConfigError, StoreError, StoreFullError, StoreUnavailableError
+from .local_servers import is_project_host
 
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
               "or point host/port at your Redis (a server that speaks only TLS needs ssl_ca_file).")
@@ -128,8 +129,6 @@ class RedisObjectStore(ObjectStore):
             raise StoreConfigError(f"key_prefix {key_prefix!r} must be non-empty without ':', '#' or whitespace")
         if db < 0:
             raise StoreConfigError(f"db must be >= 0, got {db}")
-        from ..network.profile import is_project_host
-
         if password is None and is_project_host(host):
             password = os.environ.get(PASSWORD_ENV) or None  # the local server's requirepass, if set
         self.host, self.port, self.db = host, port, db

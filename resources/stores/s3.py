@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 
 from .base import MiB, ObjectKey, ObjectStore, pack_head, run_bounded, unpack_head
 from .errors import StoreConfigError, StoreUnavailableError
+from .local_servers import is_project_host, local_credentials
 
 LOCAL_ENDPOINT = "http://127.0.0.1:9000"
 LOCAL_HINT = ("Start the local server with `asgard minio up` (http://127.0.0.1:9000, bucket 'asgard'), "
@@ -55,8 +56,6 @@ _clients_lock = threading.Lock()
 
 def is_local_endpoint(endpoint_url: str | None) -> bool:
     """True for the project's own MinIO: on loopback, or in a namespace of asgard.resources.network."""
-    from ..network.profile import is_project_host
-
     return is_project_host(urlparse(endpoint_url or "").hostname)
 
 
@@ -69,8 +68,6 @@ def resolve_credentials(endpoint_url: str | None, access_key: str | None, secret
     if access_key or secret_key:
         return access_key, secret_key
     if is_local_endpoint(endpoint_url) and not os.environ.get("AWS_ACCESS_KEY_ID"):
-        from asgard.resources.minio.server import local_credentials
-
         return local_credentials()
     return None, None
 

@@ -7,7 +7,7 @@ import json
 import pendulum
 from airflow.sdk import dag, task
 
-from asgard_airflow.apps import APPS, make_app_dag
+from asgard.pipelines.airflow_apps import APPS, make_app_dag
 from asgard_airflow.retune import make_retune_dag
 
 apps = [make_app_dag(app, reducers=2) for app in APPS]

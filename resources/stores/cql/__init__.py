@@ -10,13 +10,13 @@ Example::
 """
 from .cluster import build_cluster, pinned_timestamp, ssl_context
 from .errors import AUTH_HINT, CERT_HINT, FULL_HINT, LOCAL_HINT, NEEDS_TLS_HINT, NO_TLS_HINT
-from .options import ClientOptions, opts, set_options
+from .options import ClientOptions, clear_options, opts, set_options
 from .retry import ride_through_retry_policy
 from .session import close_sessions
 from .store import CassandraObjectStore
 
 __all__ = [
-    "CassandraObjectStore", "ClientOptions", "opts", "set_options", "build_cluster", "close_sessions", "pinned_timestamp",
+    "CassandraObjectStore", "ClientOptions", "clear_options", "opts", "set_options", "build_cluster", "close_sessions", "pinned_timestamp",
     "ride_through_retry_policy", "ssl_context", "AUTH_HINT", "CERT_HINT", "FULL_HINT", "LOCAL_HINT",
     "NEEDS_TLS_HINT", "NO_TLS_HINT",
 ]

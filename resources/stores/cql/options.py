@@ -106,17 +106,24 @@ class ClientOptions:
         return cls(**fields)
 
 
-#: this process's options, read once at import (a step process inherits its launcher's environment)
-OPTIONS = ClientOptions.from_env()
-
-
-def set_options(**changes) -> ClientOptions:
-    """Replace fields of this process's :data:`OPTIONS` (A/B scripts; before any session opens)."""
-    global OPTIONS
-    OPTIONS = dataclasses.replace(OPTIONS, **changes)
-    return OPTIONS
+#: this process's options once read (a step process inherits its launcher's environment)
+_current: dict[str, ClientOptions] = {}
 
 
 def opts() -> ClientOptions:
-    """This process's options as they are now (read at each use: :func:`set_options` applies)."""
-    return OPTIONS
+    """This process's options, read from the environment at first use; :func:`clear_options`
+    has the next use read them again."""
+    current = _current.get("options")
+    if current is None:
+        current = _current["options"] = ClientOptions.from_env()
+    return current
+
+
+def set_options(**changes) -> ClientOptions:
+    """Replace fields of this process's options (A/B scripts and tests; before any session opens)."""
+    _current["options"] = dataclasses.replace(opts(), **changes)
+    return _current["options"]
+
+
+def clear_options() -> None:
+    _current.clear()

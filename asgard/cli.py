@@ -1,0 +1,338 @@
+"""The ``asgard`` command line: run the servers, benchmarks and the tuner.
+
+    asgard cassandra up [--nodes N] [--set knob=value ...]   install on first use, start, wait for CQL
+    asgard cassandra status | down | restart [--set knob=value]
+    asgard redis|minio up | down | status                     the baseline servers
+    asgard stores up | down | status [--network cloud]        all three at once (behind a network profile)
+    asgard bench io [--json]                                  store throughput and memory, every backend
+    asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
+    asgard bench dynamic [--json]                             bursts of apps: static default, static tuned, Asgard
+    asgard bench scaling [--json]                             1 and N pinned Cassandra instances against one unpinned
+    asgard tune ...                                           the tuner (calibrate, rank, fit, evaluate, recommend)
+    asgard airflow purge [--dag-id D] [--run-id R] [--older-than 7d]   stored XCom values of runs Airflow no longer has
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import yaml
+
+
+def _parse_sets(pairs: tuple[str, ...]) -> dict:
+    overrides = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"{pair!r} is not knob=value (e.g. concurrent_writes=64)", param_hint="--set")
+        name, value = pair.split("=", 1)
+        overrides[name.strip()] = yaml.safe_load(value)  # 64 -> int, true -> bool, 512MiB -> str
+    return overrides
+
+
+def _print_status(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    for row in rows:
+        state = "ready" if row.get("ready") else ("running" if row.get("running") else "stopped")
+        extra = f" overrides={row['overrides']}" if row.get("overrides") else ""
+        click.echo(f"{row['name']:<14} {state:<8} {row.get('endpoint', ''):<18} pid={row.get('pid')} log={row['log']}{extra}")
+        for line in _placement_lines(row):
+            click.echo(f"{'':<14} {line}")
+
+
+def _placement_lines(row: dict) -> list[str]:
+    """A server's NUMA plan (Cassandra: cpus, mems, heap, memtable space) and its binding as
+    /proc shows it, checked against the plan it was launched with."""
+    lines = []
+    if row.get("placement_text"):
+        when = "launched with" if row.get("running") else "plan"
+        lines.append(f"{when}: {row['placement_text']}")
+    elif "placement" in row and row.get("running"):
+        # started by an older version, or as a standalone node: its heap is not on record here
+        nxt = f"; a restart here plans: {row['placement_next']}" if row.get("placement_next") else ""
+        lines.append(f"launched without a NUMA plan{nxt}")
+    binding = row.get("binding")
+    if binding:
+        if binding["planned"] is None:
+            verdict = "not pinned"
+        elif binding["ok"]:
+            verdict = "as planned"
+        else:
+            verdict = "MISMATCH: " + "; ".join(binding["problems"])
+        lines.append(f"/proc/{row.get('pid')}: {binding['text']} ({verdict})")
+    return lines
+
+
+@click.group()
+def main():
+    """asgard-dagster: ephemeral Dagster op outputs in a self-tuning Apache Cassandra."""
+
+
+# --- Cassandra ---------------------------------------------------------------------------
+@main.group()
+def cassandra():
+    """The embedded Cassandra (one instance per NUMA node on big servers)."""
+
+
+def _cluster(nodes: int | None):
+    from asgard.resources.cassandra.cluster import local_cluster
+
+    return local_cluster(nodes)
+
+
+@cassandra.command("up")
+@click.option("--nodes", type=int, default=None, help="Instances on 127.0.0.1..N (default: as before, or 1).")
+@click.option("--set", "sets", multiple=True, help="cassandra.yaml override knob=value, kept for later starts.")
+@click.option("--secure", is_flag=True,
+              help="TLS-only CQL with a local CA, a generated superuser (password in a 0600 file) instead of "
+              "cassandra/cassandra, and JMX authentication. Kept for later starts. One node only.")
+def cassandra_up(nodes, sets, secure):
+    """Install (first use), start and wait until CQL answers. Idempotent."""
+    cluster = _cluster(nodes)
+    if secure:
+        if len(cluster.nodes) > 1:
+            # each node would get its own CA and superuser, and internode traffic stays plain
+            raise click.UsageError("--secure sets up one node; run `asgard cassandra down` and "
+                                   "`asgard cassandra up --nodes 1 --secure`")
+        cluster.nodes[0].secure = True
+    if sets:
+        for node in cluster.nodes:
+            node.set_overrides(_parse_sets(sets))
+    for name, seconds in cluster.start().items():
+        click.echo(f"{name} ready in {seconds:.1f}s")
+    _print_status(cluster.status(), False)
+    from asgard.resources.cassandra.node import SUPERUSER
+
+    for node in cluster.nodes:
+        if node.secure:
+            click.echo(f"{node.name} is secure: TLS with CA {node.tls.ca_cert}; superuser {SUPERUSER}, "
+                       f"password in {node.password_file} (mode 0600). For the IO manager:\n"
+                       f"  export CASSANDRA_USER={SUPERUSER}\n"
+                       f"  export CASSANDRA_PASSWORD=\"$(cat {node.password_file})\"\n"
+                       f"  CassandraIOManager(cassandra=CassandraResource(contact_points=[\"{node.address}\"], "
+                       f"ssl_ca_file=\"{node.tls.ca_cert}\", "
+                       "username=EnvVar(\"CASSANDRA_USER\"), password=EnvVar(\"CASSANDRA_PASSWORD\")))")
+
+
+@cassandra.command("down")
+def cassandra_down():
+    """Stop every local instance (drain first). Idempotent."""
+    cluster = _cluster(None)
+    cluster.stop()
+    _print_status(cluster.status(), False)
+
+
+@cassandra.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def cassandra_status(as_json):
+    _print_status(_cluster(None).status(), as_json)
+
+
+@cassandra.command("restart")
+@click.option("--set", "sets", multiple=True, help="cassandra.yaml override knob=value to apply.")
+@click.option("--reset", is_flag=True, help="Drop all overrides (back to the project's defaults).")
+def cassandra_restart(sets, reset):
+    """Rolling restart, optionally with changed knobs."""
+    cluster = _cluster(None)
+    if reset:
+        for node in cluster.nodes:
+            node.set_overrides({}, replace=True)
+    overrides = _parse_sets(sets) if sets else None
+    for record in cluster.rolling_restart(overrides):
+        click.echo(f"{record['member']} restarted in {record['restart_seconds']:.1f}s "
+                   f"(drain {record['drain_seconds']:.1f}s)")
+    _print_status(cluster.status(), False)
+
+
+@cassandra.group("host")
+def cassandra_host():
+    """This machine as one host of a ring across hosts (one instance per NUMA node, one ring)."""
+
+
+@cassandra_host.command("up")
+@click.option("--address", "addresses", multiple=True, required=True,
+              help="This host's address for each instance (one per NUMA node: IP aliases).")
+@click.option("--seeds", required=True, help="Comma-separated seed addresses: the first instance of up to three hosts.")
+@click.option("--ring-ca", required=True, type=click.Path(file_okay=False),
+              help="The ring's CA directory (its ca.pem, and on the first host ca.key to issue this host's "
+              "certificates; the key never goes to a node's own directory).")
+@click.option("--datacenter", default="dc1", show_default=True)
+@click.option("--rack", default="rack1", show_default=True, help="This host's rack: replicas go to other racks.")
+@click.option("--replication-factor", type=int, default=3, show_default=True,
+              help="The keyspaces' replication factor, for which tokens are allocated.")
+@click.option("--heap", default=None, help="Heap per instance (default: the NUMA plan's rule).")
+def cassandra_host_up(addresses, seeds, ring_ca, datacenter, rack, replication_factor, heap):
+    """Start this host's members and join the ring (a member new to a running ring bootstraps)."""
+    from asgard.resources.cassandra.hosts import this_host_members
+
+    for member in this_host_members(list(addresses), [s for s in seeds.split(",") if s], ring_ca, datacenter,
+                                    rack, replication_factor, heap):
+        click.echo(f"{member.name} at {member.address} ready in {member.start():.1f}s")
+
+
+@cassandra_host.command("agent")
+@click.option("--once", is_flag=True, help="Carry out the open orders once and exit (default: loop).")
+def cassandra_host_agent(once):
+    """Take this host's orders from the ring (resources/cassandra/orders.py) and carry them out."""
+    import socket
+    import threading
+
+    from asgard.resources.cassandra.hosts import launched_host_members
+    from asgard.resources.cassandra.orders import HostAgent
+    from asgard.resources.stores.cql import build_cluster
+
+    members = launched_host_members()
+    if not members:
+        raise click.ClickException("no member of a ring across hosts runs here: `asgard cassandra host up` first")
+    first = members[0]
+
+    def connect():
+        cluster = build_cluster([m.address for m in members], username="asgard_admin",
+                                password=first.superuser_password(), tls=(str(first.tls.ca_cert), None, None, True),
+                                connect_timeout=10, admin=True)
+        return cluster.connect()
+
+    agent = HostAgent(socket.gethostname(), members, connect)
+    if once:
+        agent.heartbeat()
+        for record in agent.poll_once():
+            click.echo(record)
+        return
+    agent.run(threading.Event())
+
+
+@cassandra_host.command("leave")
+def cassandra_host_leave():
+    """Decommission this host's members (their ranges stream to the others), then stop them."""
+    from asgard.resources.cassandra.hosts import launched_host_members
+
+    for member in launched_host_members():
+        member.nodetool("decommission", timeout=1800)
+        member.stop()
+        click.echo(f"{member.name} at {member.address} decommissioned and stopped")
+
+
+# --- baseline servers --------------------------------------------------------------------
+def _baseline(kind: str):
+    if kind == "redis":
+        from asgard.resources.redis import RedisServer
+
+        return RedisServer()
+    from asgard.resources.minio import MinioServer
+
+    return MinioServer()
+
+
+def _server_group(kind: str):
+    @main.group(name=kind, help=f"The local {kind} server used as a baseline.")
+    def group():
+        pass
+
+    @group.command("up")
+    def up():
+        server = _baseline(kind)
+        click.echo(f"{server.name} ready in {server.start():.1f}s")
+        _print_status([server.status()], False)
+
+    @group.command("down")
+    def down():
+        server = _baseline(kind)
+        server.stop()
+        _print_status([server.status()], False)
+
+    @group.command("status")
+    @click.option("--json", "as_json", is_flag=True)
+    def status(as_json):
+        _print_status([_baseline(kind).status()], as_json)
+
+    return group
+
+
+_server_group("redis")
+_server_group("minio")
+
+
+@main.group()
+def stores():
+    """Cassandra, Redis and MinIO together."""
+
+
+def _network_option(help_extra: str = ""):
+    from asgard.resources.network import profile_names
+
+    return click.option("--network", "network", default="loopback", show_default=True,
+                        type=click.Choice(profile_names()),
+                        help="Network profile (resources/network/profiles.yaml): under one other than loopback each "
+                        "server runs in a namespace of its own behind the profile's link." + help_extra)
+
+
+@stores.command("up")
+@_network_option()
+def stores_up(network):
+    if network != "loopback":
+        from asgard.resources.network import Deployment
+
+        deployment = Deployment(network)
+        for name, seconds in deployment.up().items():
+            click.echo(f"{name} ready in {seconds:.1f}s")
+        _print_status(deployment.status(), False)
+        for row in deployment.status():
+            click.echo(f"{row['name']:<14} {row['namespace']}: {row['link']}")
+        return
+    cluster = _cluster(None)
+    cluster.start()
+    servers = [_baseline("redis"), _baseline("minio")]
+    for server in servers:
+        server.start()
+    _print_status(cluster.status() + [s.status() for s in servers], False)
+
+
+@stores.command("down")
+@_network_option()
+def stores_down(network):
+    if network != "loopback":
+        from asgard.resources.network import Deployment, leftovers
+
+        Deployment(network).down()
+        left = leftovers()
+        click.echo(f"stopped; namespaces and links removed (left: {left})")
+        return
+    _cluster(None).stop()
+    for kind in ("redis", "minio"):
+        _baseline(kind).stop()
+    click.echo("stopped")
+
+
+@stores.command("status")
+@_network_option()
+@click.option("--json", "as_json", is_flag=True)
+def stores_status(network, as_json):
+    if network != "loopback":
+        from asgard.resources.network import Deployment
+
+        _print_status(Deployment(network).status(), as_json)
+        return
+    _print_status(_cluster(None).status() + [_baseline(k).status() for k in ("redis", "minio")], as_json)
+
+
+def _mount_optional(parent: click.Group, module: str, attr: str) -> None:
+    """Attach a command from another module, if it is installed here."""
+    import importlib
+
+    try:
+        command = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:  # a missing dependency inside it is a real error
+            raise
+        return
+    parent.add_command(command)
+
+
+_mount_optional(main, "asgard.tuner.cli", "tune")
+_mount_optional(main, "asgard_bench.cli", "bench")
+_mount_optional(main, "asgard_airflow.cli", "airflow")
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The paper's applications as Airflow DAGs, over the same code as the Dagster jobs: each task
+calls the very op function of :mod:`asgard.pipelines` (a Dagster op invoked directly, with a
+bare op context for its log lines), and every value between tasks goes through the XCom
+backend (large ones to Cassandra, a reference in Airflow's table). Tasks returning a dict say
+``multiple_outputs=False`` (Airflow would infer True from ``-> dict`` and store every key besides
+the whole dict), and an op's named outputs are pushed one key each (:func:`push_outputs`).
+
+* ``video_analytics`` (scatter): ``split_video`` -> ``extract_frame.expand`` -> ``classify.expand``
+  -> ``collect`` -> ``summarize``;
+* ``lightgbm_forest`` (broadcast): ``prepare_digits`` -> ``pca`` -> ``train_booster.partial(pca_train)
+  .expand(seed=trainer_seeds)`` -> ``combine_forest`` -> ``evaluate``;
+* ``word_count`` (shuffle): ``split_corpus`` -> ``map_words.expand`` (one XCom key per bucket) ->
+  ``reduce_bucket_<j>`` (one task per bucket, reading its key of every mapper) -> ``merge_counts``.
+
+The fan-out and data size are the DAG's params (``fanout``, ``scale``; word count's reducers are
+fixed when the DAG is made, as Airflow's task list is):
+
+    from asgard.pipelines.airflow_apps import make_app_dag
+    dag = make_app_dag("word_count", reducers=2)     # dag_id asgard_word_count
+    # airflow dags test asgard_word_count -c '{"fanout": 3, "scale": 0.25}'
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from airflow.sdk import DAG, Param, task
+
+APPS = ("video_analytics", "lightgbm_forest", "word_count")
+#: the op whose output is the app's result (as in asgard.pipelines.jobs)
+FINAL_TASK = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts"}
+DEFAULTS = {"video_analytics": {"fanout": 6, "scale": 1.0}, "lightgbm_forest": {"fanout": 6, "scale": 20},
+            "word_count": {"fanout": 4, "scale": 1.0}}
+
+
+def dag_id_for(app: str) -> str:
+    return f"asgard_{app}"
+
+
+def call_op(op_def, *args, **kwargs) -> Any:
+    """Run a Dagster op's function as a plain call: the value, or ``{output name or mapping key:
+    value}`` for an op that yields several (a generator op)."""
+    import dagster as dg
+
+    params = inspect.signature(op_def.compute_fn.decorated_fn).parameters
+    if "context" in params:
+        args = (dg.build_op_context(),) + args
+    result = op_def(*args, **kwargs)
+    if not inspect.isgenerator(result):
+        return result
+    out = {}
+    for item in result:
+        out[getattr(item, "mapping_key", None) or item.output_name] = item.value
+    return out
+
+
+def push_outputs(outputs: dict) -> None:
+    """Push each of an op's named outputs as its own XCom key (``task["key"]`` downstream), and
+    nothing else: ``multiple_outputs=True`` would store the whole dict again as ``return_value``."""
+    from airflow.sdk import get_current_context
+
+    ti = get_current_context()["ti"]
+    for key, value in outputs.items():
+        ti.xcom_push(key, value)
+
+
+def _video(dag: DAG) -> None:
+    from asgard.pipelines import video_analytics as va
+
+    @task
+    def split_video(params=None) -> list:
+        chunks = call_op(va.split_video, config=va.VideoConfig(fanout=int(params["fanout"]),
+                                                                scale=float(params["scale"])))
+        return [chunks[k] for k in sorted(chunks)]  # one list element per chunk: each mapped task reads its own
+
+    @task(multiple_outputs=False)
+    def extract_frame(chunk: dict) -> dict:
+        return call_op(va.extract_frame, chunk)
+
+    @task(multiple_outputs=False)
+    def classify(frame: dict) -> dict:
+        return call_op(va.classify, frame)
+
+    @task(multiple_outputs=False)
+    def collect(classifications) -> dict:
+        return call_op(va.collect, list(classifications))
+
+    @task(multiple_outputs=False)
+    def summarize(collected: dict) -> dict:
+        return call_op(va.summarize, collected)
+
+    summarize(collect(classify.expand(frame=extract_frame.expand(chunk=split_video()))))
+
+
+def _forest(dag: DAG) -> None:
+    from asgard.pipelines import lightgbm_forest as lf
+
+    @task
+    def prepare_digits(params=None) -> None:
+        out = call_op(lf.prepare_digits, config=lf.ForestConfig(fanout=int(params["fanout"]),
+                                                                 scale=float(params["scale"])))
+        seeds = [out[k] for k in sorted(k for k in out if k.startswith("trainer_"))]
+        push_outputs({"train": out["train"], "test": out["test"], "seeds": seeds})
+
+    @task
+    def pca(train: dict) -> None:
+        push_outputs(call_op(lf.pca, train))
+
+    @task(multiple_outputs=False)
+    def train_booster(seed: dict, pca_train: dict) -> dict:
+        return call_op(lf.train_booster, seed, pca_train)
+
+    @task
+    def trainer_seeds(seeds: list) -> list:
+        return list(seeds)  # Airflow maps over a task's return value only, not over one of its keys
+
+    @task(multiple_outputs=False)
+    def combine_forest(models) -> dict:
+        return call_op(lf.combine_forest, list(models))
+
+    @task(multiple_outputs=False)
+    def evaluate(forest: dict, pca_model: dict, test: dict) -> dict:
+        return call_op(lf.evaluate, forest, pca_model, test)
+
+    prepared = prepare_digits()
+    fitted = pca(prepared["train"])
+    models = train_booster.partial(pca_train=fitted["pca_train"]).expand(seed=trainer_seeds(prepared["seeds"]))
+    evaluate(combine_forest(models), fitted["pca_model"], prepared["test"])
+
+
+def _word_count(dag: DAG, reducers: int) -> None:
+    from asgard.pipelines import word_count as wc
+
+    @task
+    def split_corpus(params=None) -> list:
+        splits = call_op(wc.split_corpus, config=wc.WordCountConfig(
+            fanout=int(params["fanout"]), reducers=reducers, scale=float(params["scale"])))
+        return [splits[k] for k in sorted(splits)]
+
+    @task
+    def map_words(split: dict) -> None:
+        push_outputs(call_op(wc.map_words, split))  # part_0 ... part_<r-1>: one XCom key per bucket
+
+    @task(multiple_outputs=False)
+    def merge_counts(reduced: list) -> dict:
+        return call_op(wc.merge_counts, list(reduced))
+
+    parts = map_words.expand(split=split_corpus())
+    reduced = []
+    for j in range(reducers):
+        @task(task_id=f"reduce_bucket_{j}", multiple_outputs=False)
+        def reduce_bucket(partitions) -> dict:
+            return call_op(wc.reduce_bucket, list(partitions))
+
+        reduced.append(reduce_bucket(parts[f"part_{j}"]))
+    merge_counts(reduced)
+
+
+def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str | None = None, **dag_kwargs) -> DAG:
+    """The DAG of ``app`` (``dag_id`` ``asgard_<app>``); ``fanout``/``scale`` are its params."""
+    import pendulum
+
+    if app not in APPS:
+        raise KeyError(f"unknown app {app!r}; known: {', '.join(APPS)}")
+    if app == "word_count" and not 1 <= reducers <= 8:
+        raise ValueError(f"word_count needs 1 <= reducers <= 8 (the pipeline's MAX_REDUCERS), got {reducers}")
+    defaults = DEFAULTS[app]
+    params = {"fanout": Param(defaults["fanout"], type="integer", minimum=1, description="the fan-out degree"),
+              "scale": Param(defaults["scale"], type="number", exclusiveMinimum=0, description="the data size")}
+    dag_kwargs.setdefault("start_date", pendulum.datetime(2026, 1, 1, tz="UTC"))
+    dag_kwargs.setdefault("catchup", False)
+    with DAG(dag_id or dag_id_for(app), schedule=schedule, params=params, tags=["asgard", app],
+             doc_md=(__doc__ or "").split("\n\n")[1], **dag_kwargs) as dag:
+        if app == "video_analytics":
+            _video(dag)
+        elif app == "lightgbm_forest":
+            _forest(dag)
+        else:
+            _word_count(dag, reducers)
+    return dag
