@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +21,14 @@ from asgard.tuner.dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING
 from asgard.tuner.evaluate import evaluate
 from asgard.tuner.knobs import KNOBS, Configuration
 from asgard.tuner.search import compare, load_config_file, search
-from asgard.tuner.surrogates import LightGBMSurrogate, MLPEnsemble, Surrogate, pick_best
+from asgard.tuner.surrogates import (
+    LightGBMSurrogate, MLPEnsemble, ModelFileError, ModelFormatError, PickledModelError, Surrogate, pick_best,
+)
 from asgard.tuner.workload import Workload
+
+REPO = Path(__file__).resolve().parent.parent
+#: the shipped model's predictions on tuner/data/calibration.jsonl, computed from the pickle it replaced
+SHIPPED_PREDICTIONS = Path(__file__).resolve().parent / "data" / "shipped_model_predictions.json"
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +37,8 @@ def ds():
 
 
 def test_shipped_dataset_is_real_and_small(ds):
-    assert DEFAULT_DATASET.stat().st_size < 3_000_000 and DEFAULT_MODEL.stat().st_size < 3_000_000
+    weights = DEFAULT_MODEL.parent / json.loads(DEFAULT_MODEL.read_text())["weights"]
+    assert DEFAULT_DATASET.stat().st_size < 3_000_000 and weights.stat().st_size < 3_000_000
     assert len(ds) >= 250
     assert len(np.unique(ds.config_ids)) >= 40 and len(ds.workloads()) >= 6
     # every DAG pattern the topology analyzer names, at several sizes and compressibilities
@@ -79,6 +91,127 @@ def test_shipped_model_and_search(ds):
         assert c[m]["vs_exhaustive_pct"] > -15  # Rafiki: within 15% of exhaustive
     d = decide(model, w, Configuration(), r.config, lookahead_s=3600, restart_seconds=ds.median_restart_seconds())
     assert d.reconfigure == (d.benefit_ops > d.cost_ops)
+
+
+def test_the_shipped_model_predicts_as_the_pickle_it_replaced():
+    """The shipped model, converted from the pickle to LightGBM's model file and a JSON, predicts
+    the calibration rows as the pickle did (reference computed from the pickle before it went)."""
+    reference = json.loads(SHIPPED_PREDICTIONS.read_text())
+    ds = Dataset.load(DEFAULT_DATASET)
+    assert [r["config_id"] for r in ds.rows] == reference["config_ids"]
+    model = Surrogate.load(DEFAULT_MODEL)
+    assert isinstance(model, LightGBMSurrogate) and model.heldout_error_pct == pytest.approx(7.1407, abs=1e-4)
+    np.testing.assert_allclose(model.predict(ds.X), reference["predictions"], rtol=0, atol=1e-9)
+    doc = json.loads(DEFAULT_MODEL.read_text())
+    assert doc["format"] == "asgard-tuner-surrogate" and doc["format_version"] == 1 and doc["kind"] == "lightgbm"
+    assert doc["library"] == "lightgbm" and doc["library_version"] and doc["weights"] == "model.lgb.txt"
+    assert doc["features"] == ds.space.names and doc["knobs"] == list(ds.space.knobs)
+    assert doc["knob_space"]["compaction"]["choices"] == ["STCS", "LCS", "TWCS", "UCS"]
+    assert set(doc["standardization"]) == {"mu", "sigma", "y_mu", "y_sigma"}
+
+
+def test_nothing_shipped_is_a_pickle():
+    from asgard.tuner.dataset import DATA_DIR
+
+    for f in DATA_DIR.iterdir():
+        assert f.suffix not in (".pkl", ".pickle") and f.read_bytes()[:1] != b"\x80", f
+
+
+@pytest.mark.parametrize("kind", ["lightgbm", "mlp-ensemble", "mlp-single"])
+def test_a_model_saved_in_its_librarys_format_predicts_as_before(ds, tmp_path, kind):
+    from asgard.tuner.surrogates import make
+
+    model = make(kind, **({} if kind == "lightgbm" else {"epochs": 100})).fit(ds.X, ds.y, ds.space)
+    model.heldout_error_pct = 12.5
+    path = model.save(tmp_path / "m.json")
+    weights = tmp_path / json.loads(path.read_text())["weights"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.json", weights.name])
+    if kind == "lightgbm":
+        assert weights.name == "m.lgb.txt" and weights.read_text().startswith("tree")
+    else:
+        assert weights.name == "m.npz"
+        np.load(weights, allow_pickle=False)["W0"]  # plain arrays
+    loaded = Surrogate.load(path)
+    assert type(loaded) is type(model) and loaded.name == model.name and loaded.describe() == model.describe()
+    assert loaded.heldout_error_pct == 12.5 and loaded.space == model.space
+    np.testing.assert_array_equal(loaded.predict(ds.X), model.predict(ds.X))
+    with pytest.raises(ValueError, match=r"\.json"):
+        model.save(tmp_path / "m.pkl")
+
+
+class _Hostile:
+    """Unpickling this creates a file: what an attacker's pickle could do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_an_old_pickle_is_refused_with_how_to_refit(tmp_path):
+    marker = tmp_path / "unpickled"
+    for name in ("model.pkl", "renamed.json"):  # by its suffix, or by pickle's first byte
+        old = tmp_path / name
+        old.write_bytes(pickle.dumps(_Hostile(marker), protocol=4))
+        with pytest.raises(PickledModelError) as err:
+            Surrogate.load(old)
+        assert isinstance(err.value, ModelFileError) and err.value.path == old
+        assert err.value.refit == f"asgard tune fit --out {old.with_suffix('.json')}"
+        assert err.value.refit in str(err.value) and "pickle" in str(err.value)
+        assert not marker.exists()
+    res = CliRunner().invoke(tune, ["recommend", "--model", str(tmp_path / "model.pkl")])
+    assert res.exit_code != 0 and "asgard tune fit --out" in res.output and not marker.exists()
+    bad = CliRunner().invoke(tune, ["fit", "--out", str(tmp_path / "model.pkl")])
+    assert bad.exit_code == 2 and ".json" in bad.output
+
+
+def test_a_file_that_is_no_model_gets_a_typed_error(tmp_path):
+    good = json.loads(DEFAULT_MODEL.read_text())
+    (tmp_path / "model.lgb.txt").write_bytes((DEFAULT_MODEL.parent / "model.lgb.txt").read_bytes())
+    cases = {
+        "not json": "{", "another format": json.dumps({**good, "format": "other"}),
+        "a newer version": json.dumps({**good, "format_version": 2}),
+        "an unknown kind": json.dumps({**good, "kind": "xgboost"}),
+        "a knob this version lacks": json.dumps({**good, "knobs": [*good["knobs"], "no_such_knob"]}),
+        "features that changed": json.dumps({**good, "features": good["features"][:-1]}),
+        "weights outside its folder": json.dumps({**good, "weights": "../model.lgb.txt"}),
+        "missing weights": json.dumps({**good, "weights": "absent.lgb.txt"}),
+        "a missing field": json.dumps({k: v for k, v in good.items() if k != "standardization"}),
+    }
+    for why, text in cases.items():
+        path = tmp_path / "model.json"
+        path.write_text(text)
+        with pytest.raises(ModelFormatError) as err:
+            Surrogate.load(path)
+        assert isinstance(err.value, ModelFileError) and err.value.path == path, why
+    path.write_text(json.dumps(good))
+    assert isinstance(Surrogate.load(path), LightGBMSurrogate)  # the copy itself is fine
+    (tmp_path / "model.lgb.txt").write_text("not a model\n")
+    with pytest.raises(ModelFormatError, match="cannot read its weights"):
+        Surrogate.load(path)
+
+
+def test_asgard_tune_recommend_works_from_a_folder_outside_the_repository(tmp_path):
+    """As a user runs it: the ``asgard`` command from the environment, in their own folder, the
+    repository not on the path (so the project's top-level ``tuner`` does not import there)."""
+    asgard = Path(sys.executable).parent / "asgard"
+    assert asgard.exists(), f"no asgard command beside {sys.executable}"
+    outside = tmp_path / "project"
+    outside.mkdir()
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p and Path(p).resolve() != REPO]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    probe = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('tuner'))"],
+                           cwd=outside, env=env, capture_output=True, text=True, timeout=120)
+    assert probe.stdout.strip() == "None", probe  # else the test would not notice a model bound to 'tuner'
+    res = subprocess.run([str(asgard), "tune", "recommend", "--pattern", "scatter", "--fanout", "8", "--object-kib",
+                          "1024", "--compressibility", "0", "--evaluations", "300", "--json", "--out", "tuned.yaml"],
+                         cwd=outside, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["evaluations"] == 300 and doc["predicted_ratio"] > 0 and doc["workload"]["pattern"] == "scatter"
+    assert (outside / "tuned.yaml").exists()
 
 
 class _KnownEffects:

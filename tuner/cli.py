@@ -99,9 +99,27 @@ def rank(data, out, as_json):
                f"over {result['noise_pairs']} pairs")
 
 
+def _json_out(ctx, param, value):
+    if value is not None and Path(value).suffix.lower() != ".json":
+        raise click.BadParameter(f"{value}: a model is saved as a .json file, its weights beside it (e.g. model.json)")
+    return value
+
+
+def _load_model(model_path):
+    """The surrogate at ``model_path``; a file that is no model this version reads is a usage error."""
+    from .surrogates import ModelFileError, Surrogate
+
+    try:
+        return Surrogate.load(model_path)
+    except ModelFileError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @tune.command()
 @_data_option
-@click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_MODEL), show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=str(DEFAULT_MODEL), show_default=True,
+              callback=_json_out,
+              help="the model's JSON file; its weights go beside it (LightGBM's model file or the nets' .npz)")
 @click.option("--model", "models", multiple=True, default=("mlp-ensemble", "lightgbm"), show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def fit(data, out, models, as_json):
@@ -172,10 +190,9 @@ def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, 
               as_json):
     """Best configuration for a workload, by searching the fitted surrogate."""
     from .search import compare, search, write_config_file
-    from .surrogates import Surrogate
     from .workload import Workload
 
-    model = Surrogate.load(model_path)
+    model = _load_model(model_path)
     if pattern == "mixed":
         w = Workload(read_ratio=min(read_ratio, 0.99), object_kib=object_kib, fanout=fanout,
                      compressibility=compressibility)
@@ -232,6 +249,7 @@ def validate(index, workload_spec, pairs, duration, noise, model_path, keyspace,
     from .workload import dag_workloads
 
     wls = dag_workloads(_parse_workloads(workload_spec) if workload_spec else VALIDATION_WORKLOADS)
+    _load_model(model_path)  # a model this version cannot read fails before the node starts
     node = TunerNode(index=index)
     started = not node.is_running()
     if started:

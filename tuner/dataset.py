@@ -19,7 +19,8 @@ DEFAULT_DATASET = DATA_DIR / "calibration.jsonl"
 #: each label has twice the pairs; set against it, the two say how far one measurement of a
 #: configuration lands from another (the error no model can get under)
 REPLICATE_DATASET = DATA_DIR / "calibration-replicate.jsonl"
-DEFAULT_MODEL = DATA_DIR / "model.pkl"
+#: the shipped surrogate: its JSON file (features, standardization, versions); the weights beside it
+DEFAULT_MODEL = DATA_DIR / "model.json"
 DEFAULT_RANKING = DATA_DIR / "ranking.json"
 WORKLOAD_FEATURES = Workload.FEATURES
 
