@@ -67,15 +67,29 @@ def _configs(instances: int, heap_mib: int, topo: dict) -> list[dict]:
     ]
 
 
-def _load(store, clients: int, seconds: float, payload: bytes, scope: str) -> tuple[float, float]:
-    """Put for ``seconds`` from ``clients`` threads, then get what was put for ``seconds``:
-    (put MB/s, get MB/s)."""
+def _prewrite(store, clients: int, payload: bytes, scope: str) -> list[list]:
+    """One object per client, untimed: the get phase reads it when the client wrote nothing in
+    its put window (its thread started after the deadline on a starved CPU)."""
     from asgard.resources.stores import ObjectKey
 
-    written: list[list] = [[] for _ in range(clients)]
-    errors: list[BaseException] = []
+    written: list[list] = []
+    for c in range(clients):
+        key = ObjectKey.for_run(scope, f"c{c}", "seed")
+        store.put(key, payload)
+        written.append([key])
+    return written
 
-    def run(phase: str, c: int, deadline: float, done: list) -> None:
+
+def _phase(store, phase: str, clients: int, seconds: float, payload: bytes, scope: str,
+           written: list[list]) -> tuple[list[int], float]:
+    """``clients`` threads put (appending to ``written``) or get (cycling over their own
+    ``written`` list) until ``seconds`` after the start: (operations per client, elapsed s)."""
+    from asgard.resources.stores import ObjectKey
+
+    errors: list[BaseException] = []
+    done = [0] * clients
+
+    def run(c: int, deadline: float) -> None:
         try:
             i = 0
             while time.perf_counter() < deadline:
@@ -91,18 +105,25 @@ def _load(store, clients: int, seconds: float, payload: bytes, scope: str) -> tu
         except BaseException as exc:  # reported after the join: a failed client fails the bench
             errors.append(exc)
 
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(c, t0 + seconds)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return done, elapsed
+
+
+def _load(store, clients: int, seconds: float, payload: bytes, scope: str) -> tuple[float, float]:
+    """Put for ``seconds`` from ``clients`` threads, then get what was put for ``seconds``:
+    (put MB/s, get MB/s). A client that completes nothing in a window counts 0 operations."""
+    written = _prewrite(store, clients, payload, scope)
     rates = []
     for phase in ("put", "get"):
-        done = [0] * clients
-        t0 = time.perf_counter()
-        threads = [threading.Thread(target=run, args=(phase, c, t0 + seconds, done)) for c in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - t0
-        if errors:
-            raise errors[0]
+        done, elapsed = _phase(store, phase, clients, seconds, payload, scope, written)
         rates.append(sum(done) * len(payload) / MiB / elapsed)
     return rates[0], rates[1]
 

@@ -253,7 +253,7 @@ def test_a_binding_mismatch_stops_the_server_and_is_an_error(tmp_path):
 
 # --- a real ring: 2 Cassandra instances pinned to one CPU each ------------------------------------
 def test_two_cassandra_instances_pinned_one_cpu_each_are_verified(tmp_path, capsys):
-    from asgard_dagster.cli import _print_status
+    from asgard.cli import _print_status
     from asgard.resources.cassandra import CassandraCluster
     from asgard.resources.cassandra.nodetool import ring_status
 
@@ -286,7 +286,7 @@ def test_two_cassandra_instances_pinned_one_cpu_each_are_verified(tmp_path, caps
 
 
 def test_bench_scaling_json_tiny():
-    from asgard_dagster.cli import main
+    from asgard.cli import main
 
     args = ["bench", "scaling", "--json", "--seconds", "0.5", "--clients", "2", "--heap", "512"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
@@ -300,3 +300,22 @@ def test_bench_scaling_json_tiny():
         assert "ONE NUMA node" in report["note"] and report["rows"][0]["pinning"] == "1 cpu(s) each"
     assert report["efficiency"]["put"]["scaling_efficiency"] > 0
     assert report["seed_002"] == {"in_socket_efficiency": 0.98, "system_efficiency": 0.90}
+
+
+def test_bench_scaling_load_when_clients_complete_nothing(tmp_path):
+    """CI once failed with ZeroDivisionError: a client thread that started after its put window
+    (a starved CPU) wrote nothing, and its get phase read from an empty list. A window of 0 s
+    makes every client write nothing, through the bench's own load loop on a real (local) store:
+    each then reads the object it pre-wrote, and the rates are 0, not a crash."""
+    from asgard.resources.stores.local import LocalObjectStore
+    from asgard_bench.scaling import _load, _phase, _prewrite
+
+    store = LocalObjectStore(tmp_path / "store")
+    payload = os.urandom(4096)
+    assert _load(store, 3, 0.0, payload, "starved") == (0.0, 0.0)
+
+    written = _prewrite(store, 3, payload, "starved2")
+    puts, _ = _phase(store, "put", 3, 0.0, payload, "starved2", written)
+    assert puts == [0, 0, 0] and [len(w) for w in written] == [1, 1, 1]
+    gets, elapsed = _phase(store, "get", 3, 0.2, payload, "starved2", written)
+    assert all(g > 0 for g in gets) and elapsed >= 0.2
