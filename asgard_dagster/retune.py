@@ -106,6 +106,11 @@ class RetuneConfig(Config):
         default=120.0, description="Rolling restart: how long a member may wait for the hints to the members "
         "restarted before it to be delivered before it goes down; past that the remaining members are left as "
         "they are, and why is recorded.")
+    # a run may choose the model: it is JSON and LightGBM's or numpy's files, loading one runs no code (no pickle)
+    model_path: Optional[str] = Field(
+        default=None, description="The fitted surrogate's JSON file (`asgard tune fit --out model.json`; its "
+        "weights beside it). None: the model the job was defined with (make_retune_job(model_path=...)), by "
+        "default the shipped one (asgard/tuner/data/model.json). A pickled model is refused.")
 
 
 # the retune job's connection to the node, bound on the job (its fields: credentials, TLS)
@@ -121,9 +126,10 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     manager's); every member of the ring they reach is reconfigured. Without a login, a secure
     local node is reached with its own CA and superuser.
 
-    ``model_path`` is the fitted surrogate (default: the one in the tuner's data directory). It
-    is fixed where the job is defined, never taken from run config: a model is a pickle, and
-    whoever can launch a run must not choose what the job unpickles.
+    ``model_path`` is the fitted surrogate's JSON file (default: the shipped one,
+    ``asgard.tuner.dataset.DEFAULT_MODEL``); a run's config may name another (``model_path`` of
+    ``plan_workload``'s config). A model is JSON and its library's own weights file, never a
+    pickle, so loading one a run names runs no code.
 
     Example::
 
@@ -134,6 +140,12 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
 
     by_name = {j.name: j for j in jobs}
     model_file = Path(model_path) if model_path else None  # None: asgard.tuner.dataset.DEFAULT_MODEL
+
+    def load_model(config: "RetuneConfig"):
+        from asgard.tuner.dataset import DEFAULT_MODEL
+        from asgard.tuner.surrogates import Surrogate
+
+        return Surrogate.load(Path(config.model_path) if config.model_path else model_file or DEFAULT_MODEL)
 
     # optional: with no upcoming job that passes data between its steps there is nothing to plan,
     # and the rest of the run is skipped (a success), not failed
@@ -182,13 +194,11 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     @op(out=Out(dict))
     def recommend_configuration(plan: dict) -> Output:
         from asgard.tuner.anova import key_knobs
-        from asgard.tuner.dataset import DEFAULT_MODEL
         from asgard.tuner.search import search
-        from asgard.tuner.surrogates import Surrogate
         from asgard.tuner.workload import Workload
 
         config = RetuneConfig(**plan["config"])
-        model = Surrogate.load(model_file or DEFAULT_MODEL)
+        model = load_model(config)
         workload = Workload(**plan["workload"])
         from asgard.tuner.knobs import CLIENT, KNOBS
 
@@ -212,9 +222,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     @op
     def reconfigure(context, recommendation: dict, asgard_cassandra: CassandraResource) -> dict:
         from asgard.resources.stores.cql import CassandraObjectStore
-        from asgard.tuner.dataset import DEFAULT_MODEL
         from asgard.tuner.reconfigure import ReconfigureOptions, reconfigure as reconfigure_ring, store_unreachable
-        from asgard.tuner.surrogates import Surrogate
 
         config = RetuneConfig(**recommendation["config"])
         connection = asgard_cassandra.connection_kwargs()
@@ -241,7 +249,7 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
             probe_seconds=config.probe_seconds, quiet_wait_seconds=config.quiet_wait_seconds,
             hints_wait_seconds=config.hints_wait_seconds)
         outcome, metadata = reconfigure_ring(
-            store, recommendation, Surrogate.load(model_file or DEFAULT_MODEL), options,
+            store, recommendation, load_model(config), options,
             jmx_endpoints_for=asgard_cassandra.jmx_endpoints_for, say=context.log.info, warn=context.log.warning,
             wait_quiet=lambda bound_s: wait_quiet(context, bound_s))
         return finish(outcome, metadata)

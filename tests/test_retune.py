@@ -139,15 +139,61 @@ def test_retune_job_never_starts_a_node_that_is_down(dagster_instance):
     assert not down.is_running()
 
 
-def test_run_config_cannot_choose_the_model_the_job_unpickles():
-    from dagster import DagsterInvalidConfigError
+class _Hostile:
+    """Unpickling this creates a file: what an attacker's pickle could do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_a_run_may_choose_the_model_and_a_pickle_is_refused_unopened(dagster_instance, tmp_path):
+    """The model is JSON and LightGBM's file, so a run's config may name it; a pickle is never
+    unpickled, whoever names it."""
+    import json
+    import pickle
+    import shutil
+
+    from asgard.tuner.dataset import DEFAULT_MODEL
+    from asgard.tuner.surrogates import PickledModelError
 
     from asgard_dagster.retune import RetuneConfig
 
-    assert "model_path" not in RetuneConfig.model_fields
-    retune = make_retune_job([make_job("word_count", "cassandra")])
-    with pytest.raises(DagsterInvalidConfigError, match="model_path"):
-        retune.execute_in_process(run_config={"ops": {"plan_workload": {"config": {"model_path": "/tmp/evil.pkl"}}}})
+    assert RetuneConfig.model_fields["model_path"].description
+    forest = make_job("lightgbm_forest", "cassandra")
+    retune = make_retune_job([forest])
+
+    def run(**extra):
+        config = {"upcoming_jobs": [forest.name], "apply": False, "node_index": 9, "evaluations": 100, **extra}
+        return retune.execute_in_process(run_config={"ops": {"plan_workload": {"config": config}}},
+                                         instance=dagster_instance, raise_on_error=False)
+
+    shipped = run()
+    assert shipped.success and shipped.output_for_node("recommend_configuration")["search"]["config"]
+    # a copy of the shipped model that claims a 1000% error: the search keeps no knob of its pick
+    unsure = tmp_path / "unsure"
+    unsure.mkdir()
+    doc = json.loads(DEFAULT_MODEL.read_text())
+    shutil.copy(DEFAULT_MODEL.parent / doc["weights"], unsure / doc["weights"])
+    (unsure / "model.json").write_text(json.dumps({**doc, "heldout_error_pct": 1000.0}))
+    chosen = run(model_path=str(unsure / "model.json"))
+    assert chosen.success
+    search = chosen.output_for_node("recommend_configuration")["search"]
+    assert search["config"] == {} and search["dropped"]
+
+    marker = tmp_path / "unpickled"
+    for name in ("evil.pkl", "evil.json"):
+        (tmp_path / name).write_bytes(pickle.dumps(_Hostile(marker), protocol=4))
+        refused = run(model_path=str(tmp_path / name))
+        assert not refused.success and not marker.exists()
+        (failure,) = [e for e in refused.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert failure.step_key == "recommend_configuration"
+        error = failure.event_specific_data.error.cause  # what the op raised, under Dagster's wrapper
+        assert error.cls_name == PickledModelError.__name__ and "asgard tune fit --out" in error.message
 
 
 def test_workspace_retune_job_plans_for_an_asset_job(dagster_instance, cassandra_node):
