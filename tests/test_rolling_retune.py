@@ -12,6 +12,7 @@ import json
 import statistics
 import threading
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -61,9 +62,25 @@ def run_app(instance, job, salt: int, **scatter) -> dict:
     config = {"ops": {"scatter": {"config": {"salt": salt, **scatter}}}}
     t0 = time.time()
     with execute_job(reconstructable(job), instance=instance, run_config=config) as result:
-        failures = [str(e.event_specific_data.error.message)[:400] for e in result.all_events if e.is_step_failure]
+        failures = [failure_text(e) for e in result.all_events if e.is_step_failure or e.is_run_failure]
         return {"run_id": result.run_id, "salt": salt, "success": result.success, "failures": failures,
                 "started": t0, "ended": time.time()}
+
+
+def failure_text(event) -> str:
+    """A failure event's whole error: the step (or run), then every error of the chain, each with
+    its type, message and stack (Dagster's ``to_string``: the wrapping error, then what it was
+    caused by); a failed run's cause reaches the assertion message, not only its first line."""
+    error = getattr(event.event_specific_data, "error", None)
+    where = f"{event.event_type_value} {event.step_key or ''}".strip()
+    return f"{where}: {error.to_string() if error is not None else event.message}"
+
+
+def runs_report(runs: list[dict]) -> str:
+    """Runs and their failures as text: an assertion message that is a string is printed whole
+    (pytest cuts any other object's repr to 240 characters)."""
+    return "\n".join(f"run {r.get('run_id')} (salt {r.get('salt')}, success {r.get('success')}):\n"
+                     + "\n".join(r.get("failures", [])) for r in runs)
 
 
 def wait_for(condition, timeout: float, what: str):
@@ -146,7 +163,8 @@ def test_three_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
             try:
                 runs.append(run_app(instance, rolling_app_rf2, 1000 * salt))
             except Exception as exc:  # the test fails on it below, not by waiting for runs that never come
-                runs.append({"salt": 1000 * salt, "success": False, "failures": [repr(exc)]})
+                runs.append({"salt": 1000 * salt, "success": False,
+                             "failures": ["".join(traceback.format_exception(exc))]})
                 stop.set()
 
     app = threading.Thread(target=loop)
@@ -188,7 +206,7 @@ def test_three_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
         app.join(timeout=600)
     assert not app.is_alive()
     failed = [r for r in runs if not r["success"]]
-    assert not failed, failed
+    assert not failed, runs_report(failed)
     # each member let clients in only once it saw its peer up: before that it would refuse QUORUM
     # and a request falling to ONE would read its stale replica (hints not yet delivered)
     for node in ring.nodes:
@@ -237,7 +255,7 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
         release.touch()
         app.join(timeout=600)
         retuner.join(timeout=600)
-    assert held["success"], held
+    assert held["success"], runs_report([held])
     result = outcome["result"]
     assert result.success
     waited = result.output_for_node("reconfigure")
@@ -267,7 +285,7 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
     assert decision["reason"].startswith("deferred") and busy[0] in decision["reason"]
     assert reconfigure_metadata(result)["reason"] == decision["reason"]
     assert [restart_count(n) for n in ring.nodes] == restarts
-    assert held["success"] and held["salt"] == 13, held
+    assert held["success"] and held["salt"] == 13, runs_report([held])
     store = CassandraObjectStore(contact_points=RING, keyspace=KEYSPACE_RF1)
     check_outputs(store, [held])
 
