@@ -22,8 +22,9 @@ Dagster retune job (the decision and apply code is shared: :mod:`asgard.tuner.re
 
 Params (the trigger form): ``apply`` (False: a dry run), ``always``, ``lookahead_seconds``,
 ``restart_seconds``, ``probe_seconds``, ``quiet_wait_seconds``, ``method``, ``evaluations``,
-``knobs`` (given values instead of the search), ``force``. The model is fixed where the DAG is
-defined (``model_path``), never taken from params: it is a pickle.
+``knobs`` (given values instead of the search), ``force``. The model (its JSON file): the DAG's
+``model_path``, else ``[asgard] model_path``, else the shipped one; read when a task runs
+(:func:`configured_model_path`).
 
     from asgard.pipelines.airflow_apps import make_app_dag
     from asgard_airflow.retune import make_retune_dag
@@ -142,10 +143,25 @@ def jmx_endpoints_for(members: list[str]) -> dict:
     return out
 
 
+def configured_model_path(model_path: str | Path | None = None) -> Path:
+    """The surrogate's JSON file the retune tasks load: ``model_path`` (given where the DAG is
+    defined), else ``[asgard] model_path``, else the shipped model. Read when called."""
+    from airflow.sdk.configuration import conf
+
+    from asgard.tuner.dataset import DEFAULT_MODEL
+
+    # configuration may choose the model: it is JSON and LightGBM's or numpy's files, loading one runs no code
+    configured = model_path or conf.get("asgard", "model_path", fallback=None)
+    return Path(configured).expanduser() if configured else DEFAULT_MODEL
+
+
 def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra", schedule: Any = "*/10 * * * *",
                     window_minutes: int = 30, model_path: str | Path | None = None,
                     start_date: dt.datetime | None = None) -> DAG:
-    """A DAG that retunes the Cassandra holding the XComs for the upcoming runs of ``dags``."""
+    """A DAG that retunes the Cassandra holding the XComs for the upcoming runs of ``dags``.
+
+    ``model_path``: the fitted surrogate's JSON file; None: ``[asgard] model_path``, read when a
+    task runs, else the shipped model (:func:`configured_model_path`)."""
     import pendulum
 
     by_id = {d.dag_id: d for d in dags}
@@ -231,7 +247,8 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
             from asgard.tuner.workload import Workload
 
             rec = recommend(Workload(**plan["workload"]), knobs=params.get("knobs") or None,
-                            method=params["method"], evaluations=int(params["evaluations"]), model_path=model)
+                            method=params["method"], evaluations=int(params["evaluations"]),
+                            model_path=configured_model_path(model))
             log.info("recommended %s (predicted %+.1f%% over the default)", rec["knobs"],
                      rec["predicted_gain_vs_default_pct"])
             return json.loads(json.dumps(rec, default=str))
@@ -240,7 +257,6 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
         def reconfigure(plan: dict, recommendation: dict, params=None) -> dict:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-            from asgard.tuner.dataset import DEFAULT_MODEL
             from asgard.tuner.reconfigure import ReconfigureOptions, reconfigure as reconfigure_ring
             from asgard.tuner.surrogates import Surrogate
 
@@ -263,7 +279,7 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
                     restart_seconds=params.get("restart_seconds"), lookahead_seconds=plan["lookahead_seconds"],
                     probe_seconds=float(params["probe_seconds"]), quiet_wait_seconds=float(params["quiet_wait_seconds"]))
                 outcome, figures = reconfigure_ring(
-                    store, recommendation, Surrogate.load(Path(model) if model else DEFAULT_MODEL), options,
+                    store, recommendation, Surrogate.load(configured_model_path(model)), options,
                     jmx_endpoints_for=jmx_endpoints_for, say=lambda line: log.info("%s", line),
                     wait_quiet=wait_quiet, warn=lambda line: log.warning("%s", line))
                 outcome.setdefault("dry_run", not options.apply)

@@ -206,3 +206,55 @@ def test_retune_dag_dry_run_records_its_decision(home, cassandra_node):
                         "asgard_retune_test", run_id))
     assert states == {"watch_upcoming": "success", "plan_workload": "skipped", "recommend_configuration": "skipped",
                       "reconfigure": "skipped", "decision_report": "skipped"}
+
+
+def test_the_retune_dags_model_path_is_read_from_asgard_settings_when_a_task_runs(monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from asgard.tuner.dataset import DEFAULT_MODEL
+    from asgard_airflow.retune import configured_model_path
+
+    monkeypatch.delenv("AIRFLOW__ASGARD__MODEL_PATH", raising=False)
+    assert configured_model_path() == DEFAULT_MODEL
+    monkeypatch.setenv("AIRFLOW__ASGARD__MODEL_PATH", str(tmp_path / "mine.json"))  # after the import: read lazily
+    assert configured_model_path() == tmp_path / "mine.json"
+    assert configured_model_path("/where/the/dag/says.json") == Path("/where/the/dag/says.json")
+
+
+def test_retune_dag_loads_the_model_asgard_model_path_names(home, tmp_path):
+    """``[asgard] model_path`` reaches the tasks: a copy of the shipped model that claims a 1000%
+    error keeps no knob of the search's pick; a pickle there is refused, never unpickled."""
+    import pickle
+    import shutil
+
+    from asgard.tuner.dataset import DEFAULT_MODEL
+
+    doc = json.loads(DEFAULT_MODEL.read_text())
+    shutil.copy(DEFAULT_MODEL.parent / doc["weights"], tmp_path / doc["weights"])
+    (tmp_path / "unsure.json").write_text(json.dumps({**doc, "heldout_error_pct": 1000.0}))
+    unsure = {**home, "env": {**home["env"], "AIRFLOW__ASGARD__MODEL_PATH": str(tmp_path / "unsure.json")}}
+    rc, out, run_id = dags_test(unsure, "asgard_retune_test", {**DRY, "always": True})
+    assert rc == 0, out[-6000:]
+    search = xcom_rows(home, "asgard_retune_test", run_id)[("recommend_configuration", -1, "return_value")]["search"]
+    assert search["config"] == {} and search["dropped"]
+
+    marker = tmp_path / "unpickled"
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(_Hostile(marker), protocol=4))
+    old = {**home, "env": {**home["env"], "AIRFLOW__ASGARD__MODEL_PATH": str(tmp_path / "model.pkl")}}
+    rc, out, run_id = dags_test(old, "asgard_retune_test", {**DRY, "always": True})
+    states = dict(query(home, "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?",
+                        "asgard_retune_test", run_id))
+    assert states["recommend_configuration"] == "failed" and states["reconfigure"] == "upstream_failed", states
+    assert "PickledModelError" in out and "asgard tune fit --out" in out and not marker.exists()
+
+
+class _Hostile:
+    """Unpickling this creates a file: what an attacker's pickle could do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.marker),))
