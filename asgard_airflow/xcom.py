@@ -10,7 +10,7 @@ Usage (``airflow.cfg``, or the same settings as environment variables)::
     backend = cassandra            # cassandra | redis | s3 | local
     contact_points = 10.0.0.5,10.0.0.6
     keyspace = airflow_xcom
-    threshold_bytes = 65536        # values up to this (as JSON) stay in Airflow's own table
+    threshold_bytes = 65536        # values up to this (as JSON) stay in Airflow's own table; -1: all of them
     ttl_seconds = 604800           # every stored object expires (0 is refused)
     conn_id = asgard_store         # optional: username/password and extras from this connection
 
@@ -20,60 +20,70 @@ Usage (``airflow.cfg``, or the same settings as environment variables)::
 
 With no settings it reaches the local Cassandra node (127.0.0.1:9042, keyspace ``asgard``), as
 the Dagster ``CassandraIOManager()`` does. Tasks need no change: ``return big_array``, and the
-downstream task's argument is the array.
+downstream task's argument is the array, of the type it was returned with.
 
 What goes where:
 
 * A value whose Airflow serialization (JSON) is at most ``threshold_bytes`` stays in Airflow's
-  xcom row exactly as Airflow would store it. A larger one, or one Airflow cannot serialize at all
-  (``bytes``, a numpy array), is pickled into the store, and the row holds a small JSON reference
-  (:data:`REFERENCE_MARKER`, ``uri``, ``bytes``, ``codec``, ``checksum``, ``expires_at``, and the
-  DAG, run, task, map index and key): that is what the UI and REST API show for it.
-* Key layout: one store scope per DAG run, ``airflow/<dag_id>/<run_id>``; the object's path in it
-  is ``<task_id>/<map_index>/<key>`` (``map_index`` -1 for an unmapped task), e.g. scope
-  ``airflow/etl/manual__2026-01-01T00:00:00+00:00``, path ``train/-1/return_value``.
-  A list that a downstream ``.expand()`` maps over is stored element by element, at
-  ``<task_id>/<map_index>/<key>/<i>``: each mapped task instance reads only its own element, and
-  a task that takes the whole value gets a read-only sequence that fetches elements as indexed.
-  Each run also gets a marker object in scope ``airflow-runs`` (path ``<dag_id>/<run_id>``), the
-  index ``asgard airflow purge`` walks to find runs that Airflow's database no longer has.
-* :meth:`CassandraXComBackend.purge` (Airflow calls it when a task instance is cleared or retried)
-  deletes the object a row refers to; ``asgard airflow purge`` removes whole runs' scopes after
-  ``airflow db clean``; the TTL removes whatever both miss.
-* A read that finds the object missing, expired, corrupt, or altered (checksum, signature, or not
-  the object the row recorded) raises a typed error (:mod:`asgard_airflow.errors`) naming the
-  task, key and run; it never hands the task the reference in place of the value. A value over
-  ``max_object_bytes`` fails before anything is written.
+  xcom row as Airflow would store it (``-1``: every value, as common-io's backend). A larger one
+  is stored, and the row (what the UI shows) holds a small JSON reference: :data:`REFERENCE_MARKER`,
+  ``uri``, ``bytes``, ``format``, ``checksum``, ``expires_at``, the DAG, run, task, map index, key.
+* Plain data (str, numbers, bools, None, lists, tuples, sets, dicts with str keys) is stored as
+  UTF-8 JSON in Airflow's own serialization, which any language reads (``format: json``);
+  anything else (bytes, arrays, objects) as a pickle (``pickle``), signed when a key is set.
+* Every push is a new object: scope ``airflow/<dag_id>/<run_id>`` (one per DAG run), path
+  ``<task_id>/<map_index>/<key>/<push>`` (``-1`` unmapped; ``<push>`` 32 time-ordered hex digits),
+  so an older row reads its own value until purged. Without its DAG, run, task or key
+  (``serialize_value(v)`` alone) a value is stored under ``NO_DAG_ID``, ``NO_RUN_ID``,
+  ``NO_TASK_ID``, ``NO_KEY``, as common-io's backend does.
+* A list or tuple that a downstream ``.expand()`` maps over is stored per element
+  (``<path>/<i>``): a mapped instance reads only its element; a task taking the whole value gets
+  a list (or tuple), read ``object_concurrency`` elements at a time. A fan-in iterating a mapped
+  task's values reads the next ones ahead, as many at a time.
+* A marker per run in scope ``airflow-runs`` (``<dag_id>/<run_id>``) is the index ``asgard airflow
+  purge`` walks after ``airflow db clean``. :meth:`CassandraXComBackend.purge` (a cleared or retried
+  task instance running again) deletes exactly the objects a row names; the TTL ends the rest.
+* A missing, expired, corrupt or altered object (checksum, signature, or not the one the row
+  recorded) fails the read with a typed error (:mod:`asgard_airflow.errors`) naming the task, key
+  and run. A value (or element) over ``max_object_bytes`` fails before anything is written.
 
-Settings (section ``[asgard]``; ``AIRFLOW__ASGARD__<NAME>``): ``backend``, ``threshold_bytes``
-(65536), ``ttl_seconds`` (7 days), ``max_object_bytes`` (2 GiB), ``codec`` (none|lz4|zstd),
-``chunk_size_bytes`` (backend default), ``conn_id``; per backend ``contact_points``, ``port``,
-``keyspace``, ``table``, ``ssl_ca_file`` (cassandra); ``host``, ``port``, ``db``, ``key_prefix``
-(redis); ``endpoint_url``, ``bucket``, ``prefix``, ``region`` (s3); ``root`` (local). Secrets never
-come from code: ``username``, ``password`` and ``signing_key`` are read from the environment
-(``AIRFLOW__ASGARD__USERNAME`` ...) or from the connection ``conn_id`` (login, password, and
-``signing_key`` in its extra; its host and port, if set, as the servers to reach).
+Settings (section ``[asgard]``; ``AIRFLOW__ASGARD__<NAME>``), read once per process
+(:func:`read_settings`; ``read_settings.cache_clear()`` reads them again): ``backend``,
+``threshold_bytes`` (65536), ``ttl_seconds`` (7 days), ``max_object_bytes`` (2 GiB), ``codec``
+(none|lz4|zstd), ``chunk_size_bytes`` (backend default), ``object_concurrency`` (8), ``conn_id``;
+per backend ``contact_points``, ``port``, ``keyspace``, ``table``, ``ssl_ca_file`` (cassandra);
+``host``, ``port``, ``db``, ``key_prefix`` (redis); ``endpoint_url``, ``bucket``, ``prefix``,
+``region`` (s3); ``root`` (local). Secrets never come from code: ``username``, ``password`` and
+``signing_key`` are read from the environment (``AIRFLOW__ASGARD__USERNAME`` ...) or from the
+connection ``conn_id`` (login, password, and ``signing_key`` in its extra; its host and port, if
+set, as the servers to reach).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import math
 import os
+import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk.bases.xcom import BaseXCom
 
-from asgard.resources.stores.base import ObjectKey, ObjectStore
+from asgard.resources.stores.base import ObjectKey, ObjectStore, new_version, run_bounded
 from asgard.resources.stores.errors import (
-    CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreError,
-    StoreUnavailableError, TamperedObjectError,
+    CorruptChunkError, CorruptManifestError, ObjectMissingError, StoreError, StoreUnavailableError,
+    TamperedObjectError,
 )
 from asgard.resources.stores.registry import BACKENDS, open_store
+from asgard.resources.stores.serde import PickleSerializer, StreamBytesSerializer
 
 from .errors import (
     XComBackendConfigError, XComStoreUnavailableError, XComValueCorruptError, XComValueMissingError,
@@ -93,6 +103,10 @@ DEFAULT_THRESHOLD = 64 * 1024
 DEFAULT_TTL = 7 * 24 * 3600
 #: values read from the store of at least this size get an INFO line in the task's log
 LOGGED_READ_BYTES = 256 << 10
+#: a fan-in's read-ahead holds at most this many bytes of values not yet asked for
+READ_AHEAD_BYTES = 256 << 20
+#: the names a value serialized outside a task is stored under (common-io's backend's)
+PLACEHOLDERS = {"dag_id": "NO_DAG_ID", "run_id": "NO_RUN_ID", "task_id": "NO_TASK_ID", "key": "NO_KEY"}
 
 #: settings passed to the store per backend, and how each is parsed
 _BACKEND_OPTIONS = {
@@ -110,10 +124,12 @@ def scope_for_run(dag_id: str, run_id: str) -> str:
     return f"airflow/{dag_id}/{run_id}"
 
 
-def object_key(dag_id: str, run_id: str, task_id: str, map_index: int | None, key: str) -> ObjectKey:
-    """Where one XCom value lives: scope ``airflow/<dag_id>/<run_id>``, path ``<task_id>/<map_index>/<key>``."""
+def object_key(dag_id: str, run_id: str, task_id: str, map_index: int | None, key: str,
+               push: str | None = None) -> ObjectKey:
+    """Where one push of an XCom value lives: scope ``airflow/<dag_id>/<run_id>``, path
+    ``<task_id>/<map_index>/<key>/<push>`` (without ``push``: the folder of every push)."""
     index = -1 if map_index is None else int(map_index)
-    return ObjectKey(scope_for_run(dag_id, run_id), f"{task_id}/{index}/{key}")
+    return ObjectKey(scope_for_run(dag_id, run_id), f"{task_id}/{index}/{key}" + (f"/{push}" if push else ""))
 
 
 def run_marker_key(dag_id: str, run_id: str) -> ObjectKey:
@@ -131,6 +147,7 @@ class Settings:
     chunk_size_bytes: int
     store_options: tuple  # sorted (name, value) pairs passed to the store
     secrets: tuple  # sorted (name, value) pairs; never logged
+    object_concurrency: int = 8
 
     def store_kwargs(self) -> dict:
         kwargs = dict(self.store_options)
@@ -195,23 +212,11 @@ def _connection_secrets(conn_id: str, backend: str) -> dict:
     return out
 
 
-_settings: dict[tuple, Settings] = {}
-
-
+@functools.cache
 def read_settings() -> Settings:
     """The ``[asgard]`` settings as Airflow's configuration gives them (airflow.cfg, AIRFLOW__ASGARD__*),
-    read once per process and environment: a task reads them at every push and pull, and reading
-    them took 0.55 ms, a quarter of a 10 KiB push+pull (``asgard bench xcom``). airflow.cfg is read
-    once per process by Airflow itself; the environment (and a ``conn_id``'s connection, through
-    ``AIRFLOW_CONN_*``) is what can change under a running process."""
-    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))))
-    settings = _settings.get(key)
-    if settings is None:
-        settings = _settings[key] = _read_settings()
-    return settings
-
-
-def _read_settings() -> Settings:
+    read once per process, as common-io's backend reads its own (a task reads them at every push
+    and pull); ``read_settings.cache_clear()`` makes the next call read them again."""
     conf = _conf()
     backend = (_get(conf, "backend", "cassandra") or "cassandra").lower()
     if backend not in BACKENDS:
@@ -219,14 +224,18 @@ def _read_settings() -> Settings:
                                      "(AIRFLOW__ASGARD__BACKEND)")
     numbers = {}
     for name, default in (("threshold_bytes", DEFAULT_THRESHOLD), ("ttl_seconds", DEFAULT_TTL),
-                          ("max_object_bytes", 2 << 30), ("chunk_size_bytes", 0)):
+                          ("max_object_bytes", 2 << 30), ("chunk_size_bytes", 0), ("object_concurrency", 8)):
         numbers[name] = _parse(name, "int", _get(conf, name, str(default)))
     if numbers["ttl_seconds"] <= 0:
         raise XComBackendConfigError(
             f"[{SECTION}] ttl_seconds = {numbers['ttl_seconds']}: every stored XCom value needs a lifetime (seconds, "
             "over 0). Keep it longer than a DAG run may wait before a downstream task or a retry reads it.")
-    if numbers["threshold_bytes"] < 0:
-        raise XComBackendConfigError(f"[{SECTION}] threshold_bytes must be 0 or more, got {numbers['threshold_bytes']}")
+    if numbers["threshold_bytes"] < -1:
+        raise XComBackendConfigError(f"[{SECTION}] threshold_bytes must be -1 (never store) or 0 or more, "
+                                     f"got {numbers['threshold_bytes']}")
+    if numbers["object_concurrency"] < 1:
+        raise XComBackendConfigError(f"[{SECTION}] object_concurrency must be 1 or more, "
+                                     f"got {numbers['object_concurrency']}")
     options = {}
     for name, kind in _BACKEND_OPTIONS[backend].items():
         raw = _get(conf, name)
@@ -250,31 +259,51 @@ def _read_settings() -> Settings:
     return Settings(backend, numbers["threshold_bytes"], numbers["ttl_seconds"], numbers["max_object_bytes"],
                     _get(conf, "codec", "none") or "none", numbers["chunk_size_bytes"],
                     tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())),
-                    tuple(sorted(secrets.items())))
+                    tuple(sorted(secrets.items())), numbers["object_concurrency"])
 
 
-_stores: dict[Settings, ObjectStore] = {}
+class _PickledFrames(PickleSerializer):
+    """Writes the frames :func:`_encode` made (a value is pickled once, and sized before anything is
+    written); a reader unpickles them as any ``pickle5`` object."""
+
+    def dumps(self, obj):
+        return obj
+
+
+class _JsonBytes(StreamBytesSerializer):
+    """Writes JSON bytes as they are: the manifest says ``stream``, raw bytes any client reads."""
+
+    def dumps(self, obj):
+        return obj
+
+
+_WRITERS = {"pickle": _PickledFrames, "json": _JsonBytes}
+_stores: dict[tuple, ObjectStore] = {}
 _stores_lock = threading.Lock()
 _marked_runs: set = set()
 
 
-def configured_store(settings: Settings | None = None, signed: bool = True) -> ObjectStore:
+def configured_store(settings: Settings | None = None, signed: bool = True, writer: str | None = None) -> ObjectStore:
     """The store the ``[asgard]`` settings name, one per process and configuration. ``signed=False``
-    opens it without the signing key (tests use it to play an intruder)."""
+    opens it without the signing key (tests use it to play an intruder); ``writer`` (``json`` or
+    ``pickle``) one that stores the frames :func:`_encode` made (the same server session)."""
     settings = settings or read_settings()
     if not signed:
-        settings = Settings(**{**settings.__dict__, "secrets": tuple(p for p in settings.secrets if p[0] != "signing_key")})
+        settings = replace(settings, secrets=tuple(p for p in settings.secrets if p[0] != "signing_key"))
     with _stores_lock:
-        store = _stores.get(settings)
+        store = _stores.get((settings, writer))
         if store is None:
             kwargs = settings.store_kwargs()
             if "contact_points" in kwargs:
                 kwargs["contact_points"] = list(kwargs["contact_points"])
-            store = _stores[settings] = open_store(settings.backend, **kwargs)
+            store = open_store(settings.backend, **kwargs)
+            if writer:
+                store.serializer = _WRITERS[writer]()
+            _stores[(settings, writer)] = store
         return store
 
 
-# --- references ---------------------------------------------------------------------------
+# --- values and references ---------------------------------------------------------------------
 def is_reference(value: Any) -> bool:
     return isinstance(value, dict) and value.get(REFERENCE_MARKER) is not None
 
@@ -306,15 +335,78 @@ def _inline_form(value: Any, threshold: int) -> Any:
     try:
         serialized = BaseXCom.serialize_value(value)
         encoded = json.dumps(serialized, separators=(",", ":"))
-    except (TypeError, ValueError, AttributeError, RecursionError):  # not Airflow-serializable: pickle it
+    except (TypeError, ValueError, AttributeError, RecursionError):  # not Airflow-serializable: stored
         return _TO_STORE
     if len(encoded.encode()) > threshold or is_reference(serialized):
         return _TO_STORE
     return serialized
 
 
+class _NotJson(Exception):
+    """JSON cannot carry the value exactly: it is pickled."""
+
+
+_TAGGED = {tuple: "builtins.tuple", set: "builtins.set", frozenset: "builtins.frozenset"}
+#: keys that Airflow's deserializer reads as a tagged object, not a plain dict
+_SERDE_KEYS = ("__classname__", "__type")
+
+
+def _json_form(value: Any) -> Any:
+    """``value`` as Airflow's serde writes it (tuples and sets tagged), if JSON carries it exactly
+    (exact types only: a subclass, a numpy scalar or an int dict key would come back otherwise)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if math.isfinite(value):  # NaN and infinities are not JSON
+            return value
+        raise _NotJson
+    if kind is list:
+        return [_json_form(v) for v in value]
+    if kind is dict:
+        if any(type(k) is not str or k in _SERDE_KEYS for k in value):
+            raise _NotJson
+        return {k: _json_form(v) for k, v in value.items()}
+    if kind in _TAGGED:
+        return {"__classname__": _TAGGED[kind], "__version__": 1, "__data__": [_json_form(v) for v in value]}
+    raise _NotJson
+
+
+_PICKLE = PickleSerializer()
+
+
+def _encode(value: Any) -> tuple[str, list]:
+    """``("json", [UTF-8 JSON])`` for plain data, else ``("pickle", frames)``."""
+    if _buffer_bytes(value) is None:
+        try:
+            text = json.dumps(_json_form(value), separators=(",", ":"), ensure_ascii=False)
+            return "json", [memoryview(text.encode())]
+        except (_NotJson, RecursionError, ValueError):  # ValueError: a lone surrogate has no UTF-8
+            pass
+    return "pickle", _PICKLE.dumps(value)
+
+
+def _decode(value: Any, manifest) -> Any:
+    """A stored object's value: JSON bytes (manifest serializer ``stream``) parsed as Airflow would."""
+    if manifest.serializer != StreamBytesSerializer.name:
+        return value
+    from airflow.sdk.serde import deserialize
+
+    return deserialize(json.loads(value))
+
+
+def _type_name(value: Any) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
 #: the length Airflow will map a value over, while ``set`` serializes it (None: not mapped over)
 _mapping = threading.local()
+
+
+def _check_key(key) -> None:
+    # the message of Airflow's own XComModel.set (the SDK's BaseXCom.set does not check)
+    if not key:
+        raise ValueError(f"XCom key must be a non-empty string. Received: {key!r}")
 
 
 class CassandraXComBackend(BaseXCom):
@@ -324,6 +416,7 @@ class CassandraXComBackend(BaseXCom):
     # Airflow tells ``set`` (not ``serialize_value``) that downstream tasks map over the value
     @classmethod
     def set(cls, key, value, *, dag_id, task_id, run_id, map_index=-1, dag_result=False, _mapped_length=None):
+        _check_key(key)
         _mapping.length = _mapped_length
         try:
             super().set(key, value, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index,
@@ -333,6 +426,7 @@ class CassandraXComBackend(BaseXCom):
 
     @classmethod
     async def aset(cls, key, value, *, dag_id, task_id, run_id, map_index=-1, dag_result=False, _mapped_length=None):
+        _check_key(key)
         _mapping.length = _mapped_length
         try:
             await super().aset(key, value, dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index,
@@ -344,45 +438,17 @@ class CassandraXComBackend(BaseXCom):
     def serialize_value(value: Any, *, key: str | None = None, task_id: str | None = None,
                         dag_id: str | None = None, run_id: str | None = None, map_index: int | None = None) -> Any:
         settings = read_settings()
+        if settings.threshold_bytes < 0:  # -1: never offload, as common-io's backend
+            return BaseXCom.serialize_value(value)
         inline = _inline_form(value, settings.threshold_bytes)
         if inline is not _TO_STORE:
             return inline
-        where = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index, "key": key}
-        if not all((dag_id, run_id, task_id, key)):
-            raise XComBackendConfigError(
-                f"{describe(where)}: a value over the inline threshold needs its DAG, run, task and key to be "
-                "stored; serialize_value was called without them (outside a task's XCom push).")
-        store = configured_store(settings)
-        okey = object_key(dag_id, run_id, task_id, map_index, key)
-        try:
-            _mark_run(store, dag_id, run_id)
-            length = getattr(_mapping, "length", None)
-            if length is not None and isinstance(value, (list, tuple)) and len(value) == length:
-                return _put_items(store, okey, value, where)
-            result = store.put(okey, value)
-        except ObjectTooLargeError as exc:
-            raise XComValueTooLargeError(where, exc.uri, exc.size, exc.limit) from None
-        except StoreUnavailableError as exc:
-            raise XComStoreUnavailableError(where, exc, writing=True) from exc
-        m = result.manifest
-        return {
-            REFERENCE_MARKER: REFERENCE_VERSION,
-            "uri": result.uri,
-            "backend": store.backend,
-            "scope": okey.scope,
-            "path": okey.path,
-            "bytes": m.size,
-            "stored_bytes": m.stored_bytes,
-            "codec": m.codec,
-            "checksum": f"crc32:{m.checksum}",
-            "version": m.version,
-            "signed": m.signature is not None,
-            "python_type": m.python_type,
-            "created_at": _iso(m.created_at),
-            "expires_at": _iso(m.created_at + store.ttl_seconds),
-            **where,
-            "map_index": -1 if map_index is None else int(map_index),
-        }
+        given = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "key": key}
+        where = {name: given[name] or PLACEHOLDERS[name] for name in given}
+        where["map_index"] = -1 if map_index is None else int(map_index)
+        length = getattr(_mapping, "length", None)
+        per_item = length is not None and type(value) in (list, tuple) and len(value) == length
+        return _store(settings, value, where, per_item)
 
     @staticmethod
     def deserialize_value(result) -> Any:
@@ -390,27 +456,16 @@ class CassandraXComBackend(BaseXCom):
         if not is_reference(value):
             return BaseXCom.deserialize_value(result)
         if "items" in value:
-            return StoredSequence(value)
+            # a mapped instance indexes its own element out of what Airflow's expand input resolves
+            return StoredSequence(value) if _resolving_expand_input() else _load_items(value)
+        if value.get("map_index", -1) >= 0:
+            return _read_ahead.load(value)
         return load_reference(value)
-
-    @staticmethod
-    def orm_deserialize_value(result) -> Any:
-        """What the UI shows for a row (Airflow 2's hook; Airflow 3 shows the row's JSON itself):
-        the reference summarized, never a fetch of the stored value."""
-        value = result.value
-        if isinstance(value, str) and REFERENCE_MARKER in value:  # the ORM row's JSON text
-            try:
-                value = json.loads(value)
-            except ValueError:
-                pass
-        if is_reference(value):
-            return f"{value['uri']} ({value['bytes']:,} bytes, {value['codec']}, expires {value['expires_at']})"
-        return BaseXCom.deserialize_value(result)
 
     @classmethod
     def purge(cls, xcom, *args) -> None:
-        """Delete the stored object a row refers to (Airflow calls this before it deletes the row:
-        a cleared or retried task instance). A failure is logged, not raised: the TTL still ends it."""
+        """Delete exactly the stored objects a row refers to (Airflow calls this when a cleared or
+        retried task instance runs again). A failure is logged, not raised: the TTL still ends it."""
         value = getattr(xcom, "value", None)
         if not is_reference(value):
             return
@@ -420,8 +475,44 @@ class CassandraXComBackend(BaseXCom):
             for path in paths:
                 store.delete(ObjectKey(value["scope"], path))
         except StoreError as exc:
-            log.warning("Could not purge %s (%s); it expires at %s", value.get("uri"), exc,
-                                                value.get("expires_at"))
+            log.warning("Could not purge %s (%s); it expires at %s", value.get("uri"), exc, value.get("expires_at"))
+
+
+def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
+    """Write ``value`` (or each element) as a new object and return the row's reference."""
+    store = configured_store(settings)
+    base = object_key(where["dag_id"], where["run_id"], where["task_id"], where["map_index"], where["key"],
+                      new_version())
+    pieces = [_encode(v) for v in value] if per_item else [_encode(value)]
+    keys = [ObjectKey(base.scope, f"{base.path}/{i}") for i in range(len(pieces))] if per_item else [base]
+    for okey, (_, frames) in zip(keys, pieces):  # the size guard, before anything (the run's marker too) is written
+        size = sum(memoryview(f).nbytes for f in frames)
+        if size > settings.max_object_bytes:
+            raise XComValueTooLargeError(where, store.uri(okey), size, settings.max_object_bytes)
+    writers = {fmt: configured_store(settings, writer=fmt) for fmt in {fmt for fmt, _ in pieces}}
+    try:
+        _mark_run(store, where["dag_id"], where["run_id"])
+        results = list(run_bounded(lambda i: writers[pieces[i][0]].put(keys[i], pieces[i][1]), range(len(keys)),
+                                   min(settings.object_concurrency, len(keys))))
+    except StoreUnavailableError as exc:
+        raise XComStoreUnavailableError(where, exc, writing=True) from exc
+    formats = [fmt for fmt, _ in pieces]
+    manifests = [r.manifest for r in results]
+    created = manifests[0].created_at if manifests else time.time()
+    ref = {REFERENCE_MARKER: REFERENCE_VERSION, "uri": store.uri(base), "backend": store.backend, "scope": base.scope,
+           "path": base.path, "bytes": sum(m.size for m in manifests),
+           "stored_bytes": sum(m.stored_bytes for m in manifests), "codec": store.codec.name,
+           "format": formats[0] if len(set(formats)) == 1 else "mixed", "signed": store.signer is not None,
+           "python_type": _type_name(value), "created_at": _iso(created),
+           "expires_at": _iso(created + store.ttl_seconds), **where}
+    if per_item:
+        ref.update(items=len(manifests), item_bytes=[m.size for m in manifests],
+                   item_checksums=[f"crc32:{m.checksum}" for m in manifests])
+        if ref["format"] == "mixed":
+            ref["item_formats"] = formats
+    else:
+        ref.update(checksum=f"crc32:{manifests[0].checksum}", version=manifests[0].version)
+    return ref
 
 
 def _mark_run(store: ObjectStore, dag_id: str, run_id: str) -> None:
@@ -435,34 +526,40 @@ def _mark_run(store: ObjectStore, dag_id: str, run_id: str) -> None:
     _marked_runs.add(token)
 
 
-def _put_items(store: ObjectStore, base: ObjectKey, items, where: dict) -> dict:
-    """A list that downstream tasks map over, one object per element (``<path>/<i>``)."""
-    sizes, checksums, uri = [], [], store.uri(base)
-    try:
-        for i, item in enumerate(items):
-            result = store.put(ObjectKey(base.scope, f"{base.path}/{i}"), item)
-            sizes.append(result.manifest.size)
-            checksums.append(f"crc32:{result.manifest.checksum}")
-    except ObjectTooLargeError as exc:
-        raise XComValueTooLargeError(where, exc.uri, exc.size, exc.limit) from None
-    now = time.time()
-    return {REFERENCE_MARKER: REFERENCE_VERSION, "uri": uri, "backend": store.backend, "scope": base.scope,
-            "path": base.path, "items": len(sizes), "bytes": sum(sizes), "codec": store.codec.name,
-            "item_bytes": sizes, "item_checksums": checksums, "signed": store.signer is not None,
-            "python_type": f"{type(items).__module__}.{type(items).__qualname__}", "created_at": _iso(now),
-            "expires_at": _iso(now + store.ttl_seconds), **where,
-            "map_index": -1 if where["map_index"] is None else int(where["map_index"])}
+@functools.cache
+def _expand_resolvers() -> frozenset:
+    """The code of Airflow's expand-input ``resolve`` methods (private names: checked by a contract
+    test). In Airflow 3.3 a mapped instance resolves its input by reading the whole row
+    (``xcom_pull``, so ``deserialize_value``) and then indexing it (``value[map_index]``)."""
+    from airflow.sdk.definitions._internal.expandinput import DictOfListsExpandInput, ListOfDictsExpandInput
+
+    return frozenset(cls.resolve.__code__ for cls in (DictOfListsExpandInput, ListOfDictsExpandInput))
+
+
+def _resolving_expand_input() -> bool:
+    """Whether this read is a mapped task instance resolving its ``.expand()`` input."""
+    codes, frame = _expand_resolvers(), sys._getframe(1)
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class StoredSequence(Sequence):
-    """A stored list that a task received whole: elements are read from the store when indexed
-    (a mapped task instance indexes only its own), each once."""
+    """A stored list as a mapped task instance's expand input sees it: an element is read from the
+    store when indexed (an instance indexes only its own), each once."""
 
     def __init__(self, ref: dict):
         self._ref, self._cache = ref, {}
 
     def __len__(self) -> int:
         return self._ref["items"]
+
+    def _load(self, i: int) -> Any:
+        ref = {**self._ref, "path": f"{self._ref['path']}/{i}", "uri": f"{self._ref['uri']}/{i}",
+               "bytes": self._ref["item_bytes"][i], "checksum": self._ref["item_checksums"][i]}
+        return load_reference(ref, item=i)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -471,25 +568,107 @@ class StoredSequence(Sequence):
         if not 0 <= i < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} stored items")
         if i not in self._cache:
-            ref = {**self._ref, "path": f"{self._ref['path']}/{i}", "bytes": self._ref["item_bytes"][i],
-                   "checksum": self._ref["item_checksums"][i]}
-            ref["uri"] = f"{self._ref['uri']}/{i}"
-            self._cache[i] = load_reference(ref, item=i)
+            self._cache[i] = self._load(i)
         return self._cache[i]
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, (list, tuple, StoredSequence)) and len(other) == len(self) and list(self) == list(other)
 
     def __repr__(self) -> str:
         return f"<StoredSequence of {len(self)} items at {self._ref['uri']}>"
 
 
-def load_reference(ref: dict, item: int | None = None) -> Any:
-    """The value a reference row stands for, or a typed error naming the task, key and run."""
+def _load_items(ref: dict) -> list | tuple:
+    """The whole list (or tuple) a downstream ``.expand()`` maps over, its elements read at once."""
+    seq = StoredSequence(ref)
+    items = list(run_bounded(seq._load, range(len(seq)), min(read_settings().object_concurrency, len(seq))))
+    return tuple(items) if ref.get("python_type") == "builtins.tuple" else items
+
+
+@functools.cache
+def _pool(pid: int, workers: int) -> ThreadPoolExecutor:
+    # per process: a forked task process inherits no threads
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="asgard-xcom-read")
+
+
+def _fetch(store: ObjectStore, key: ObjectKey):
+    value, got = store.get(key)
+    return _decode(value, got.manifest), got
+
+
+class _ReadAhead:
+    """A fan-in gets a mapped task's values one row at a time, in map-index order (Airflow's lazy
+    sequence). From the second row in order, the objects of the next map indexes (listed in the
+    run's scope) are read ahead, ``object_concurrency`` at a time and :data:`READ_AHEAD_BYTES` in
+    all; each is handed out only if it is the object its own row names (path, size, checksum)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._scans: dict[tuple, dict] = {}  # (scope, task, key) -> last map index, paths to come, futures
+
+    def load(self, ref: dict) -> Any:
+        settings = read_settings()
+        index = ref["map_index"]
+        with self._lock:
+            scan = self._scans.setdefault((ref["scope"], ref["task_id"], ref["key"]),
+                                          {"last": None, "queue": deque(), "pending": {}})
+            future = scan["pending"].pop(ref["path"], None)
+            if future is None and scan["last"] == index - 1 and settings.object_concurrency > 1:
+                for stale in scan["pending"].values():
+                    stale.cancel()
+                scan["pending"], scan["queue"] = {}, self._next_paths(ref)
+            scan["last"] = index
+            window = max(1, min(settings.object_concurrency, READ_AHEAD_BYTES // max(1, ref.get("bytes") or 1)))
+            while scan["queue"] and len(scan["pending"]) < window:
+                path = scan["queue"].popleft()
+                scan["pending"][path] = _pool(os.getpid(), settings.object_concurrency).submit(
+                    _fetch, configured_store(settings), ObjectKey(ref["scope"], path))
+        if future is not None:
+            try:
+                value, got = future.result()
+                if _recorded(ref, got.manifest):
+                    _log_read(ref, _where(ref), got)
+                    return value
+            except StoreError:
+                pass  # read again through the row: its error names the task, key and run
+        return load_reference(ref)
+
+    @staticmethod
+    def _next_paths(ref: dict) -> deque:
+        """Paths of the same task's and key's objects at higher map indexes, in order (an index
+        with two pushes is left to its row)."""
+        prefix, found = f"{ref['task_id']}/", {}
+        for path in configured_store().list_paths(ref["scope"]):
+            index, _, rest = path[len(prefix):].partition("/") if path.startswith(prefix) else ("", "", "")
+            push = rest[len(ref["key"]) + 1:] if rest.startswith(f"{ref['key']}/") else ""
+            if index.isdigit() and int(index) > ref["map_index"] and push and "/" not in push:
+                found.setdefault(int(index), []).append(path)
+        return deque(paths[0] for _, paths in sorted(found.items()) if len(paths) == 1)
+
+
+_read_ahead = _ReadAhead()
+
+
+def _where(ref: dict, item: int | None = None) -> dict:
     where = {name: ref.get(name) for name in ("dag_id", "run_id", "task_id", "map_index", "key")}
     if item is not None:
         where["key"] = f"{where['key']}[{item}]"
-    uri = ref.get("uri", "")
+    return where
+
+
+def _recorded(ref: dict, manifest) -> bool:
+    """Whether a stored object is the one Airflow's row recorded (a push after it is another object)."""
+    return ref.get("checksum") in (None, f"crc32:{manifest.checksum}") and ref.get("bytes") in (None, manifest.size)
+
+
+def _log_read(ref: dict, where: dict, got) -> None:
+    # a task log line per large value; a small one's at debug (a line through Airflow's task
+    # logging cost about as much as the read itself at 10 KiB)
+    m = got.manifest
+    log.log(logging.INFO if m.size >= LOGGED_READ_BYTES else logging.DEBUG, "Read %s from %s: %d bytes in %.3f s",
+            describe(where), ref.get("uri", ""), m.size, got.seconds)
+
+
+def load_reference(ref: dict, item: int | None = None) -> Any:
+    """The value a reference row stands for, or a typed error naming the task, key and run."""
+    where, uri = _where(ref, item), ref.get("uri", "")
     try:
         key = ObjectKey(ref["scope"], ref["path"])
     except (KeyError, StoreError) as exc:
@@ -500,7 +679,7 @@ def load_reference(ref: dict, item: int | None = None) -> Any:
             f"{describe(where)} was written to {ref['backend']} ({uri}), but this worker's [asgard] backend is "
             f"{store.backend}: give every worker the same [asgard] settings.")
     try:
-        value, got = store.get(key)
+        value, got = _fetch(store, key)
     except ObjectMissingError:
         expires = ref.get("expires_at")
         expired = expires and datetime.fromisoformat(expires) <= datetime.now(timezone.utc)
@@ -513,13 +692,9 @@ def load_reference(ref: dict, item: int | None = None) -> Any:
         raise XComValueTamperedError(where, uri, str(exc), exc.key_id) from None
     except (CorruptChunkError, CorruptManifestError) as exc:
         raise XComValueCorruptError(where, uri, str(exc)) from None
+    _log_read(ref, where, got)
     m = got.manifest
-    # a task log line per large value; a small one's read is logged at debug (a line through
-    # Airflow's task logging cost about as much as the read itself at 10 KiB)
-    log.log(logging.INFO if m.size >= LOGGED_READ_BYTES else logging.DEBUG, "Read %s from %s: %d bytes in %.3f s",
-            describe(where), uri, m.size, got.seconds)
-    # the store's checks prove the object is whole; this proves it is the one the row recorded
-    if ref.get("checksum") not in (None, f"crc32:{m.checksum}") or ref.get("bytes") not in (None, m.size):
+    if not _recorded(ref, m):  # the store's checks prove the object whole; this, that it is the row's
         raise XComValueCorruptError(
             where, uri, f"the stored object ({m.size:,} bytes, crc32:{m.checksum}, written {_iso(m.created_at)}) is "
             f"not the one Airflow's row recorded ({ref.get('bytes'):,} bytes, {ref.get('checksum')}): it was replaced")

@@ -28,8 +28,11 @@ def asgard_tamper():
         context = get_current_context()
         mode = context["params"]["mode"]
         run = context["dag_run"]
-        key = object_key(run.dag_id, run.run_id, "produce", -1, "return_value")
+        folder = object_key(run.dag_id, run.run_id, "produce", -1, "return_value")
         store = configured_store(signed=False)  # an intruder: no signing key
+        # every push is its own object: the one produce pushed is the folder's only one
+        (path,) = [p for p in store.list_paths(folder.scope) if p.startswith(folder.path + "/")]
+        key = type(folder)(folder.scope, path)
         manifest = store.read_manifest(key) if mode != "unsigned" else None
         if mode == "chunk":  # same length, other bytes: only the checksum can tell
             store._write_chunks(key, manifest.version, iter([(0, b"\x00" * manifest.chunk_sizes[0])]), 1)

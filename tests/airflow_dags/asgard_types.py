@@ -1,0 +1,52 @@
+"""A list and a tuple that downstream tasks ``.expand()`` over, stored element by element (as
+JSON): each mapped instance gets its element, and a task taking both whole gets a real list and
+a real tuple, as the tasks returned them (tests/test_airflow_xcom_semantics.py)."""
+from __future__ import annotations
+
+import json
+
+import pendulum
+from airflow.sdk import dag, task
+
+PAD = 40 * 1024  # 3 x 40 KiB: over the tests' 64 KiB threshold
+
+
+@dag(dag_id="asgard_types", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False)
+def asgard_types():
+    @task(multiple_outputs=False)
+    def make_list():
+        return [{"i": i, "pad": "d" * PAD} for i in range(3)]
+
+    @task
+    def make_tuple():
+        return tuple(("pair", i, "t" * PAD) for i in range(3))
+
+    @task
+    def use_dict(item) -> int:
+        assert type(item) is dict and len(item["pad"]) == PAD, type(item)
+        print("ASGARD-CHECK use_dict ok")
+        return item["i"]
+
+    @task
+    def use_pair(pair) -> int:
+        assert type(pair) is tuple and pair[0] == "pair", type(pair)
+        print("ASGARD-CHECK use_pair ok")
+        return pair[1]
+
+    @task
+    def whole(items, pairs) -> int:
+        assert type(items) is list and type(pairs) is tuple, (type(items), type(pairs))
+        assert [d["i"] for d in items + [{"i": 3}]] == [0, 1, 2, 3]
+        items.append({"i": 4})
+        assert json.loads(json.dumps(items))[-1] == {"i": 4}
+        assert pairs + (("pair", 3),) == tuple(("pair", i, "t" * PAD) for i in range(3)) + (("pair", 3),)
+        print("ASGARD-CHECK types ok")
+        return len(items)
+
+    items, pairs = make_list(), make_tuple()
+    use_dict.expand(item=items)
+    use_pair.expand(pair=pairs)
+    whole(items, pairs)
+
+
+asgard_types()
