@@ -55,8 +55,8 @@ class ConnectionIOManager(StoreIOManager):
             return nested
         return self.resource_class(**{k: getattr(self, k) for k in self.flat_connection_fields()})
 
-    def open_store(self, **store_kwargs):
-        return self.connection().get_store(**store_kwargs)
+    def connection_settings(self) -> tuple[str, dict]:
+        return self.resource_class.backend, self.connection().connection_kwargs()
 
 
 def with_flat_connection_fields(resource_class: type[ConfigurableResource], field: str) -> type[ConnectionIOManager]:

@@ -21,19 +21,19 @@ one through :class:`~asgard_dagster.connection.ConnectionIOManager`: its nested 
 from __future__ import annotations
 
 import abc
-import threading
 from typing import Any, Optional
 
 from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from asgard.resources.stores import ObjectKey, ObjectMissingError, ObjectStore
+from asgard.resources.stores.registry import shared_store
+from asgard.resources.stores.settings import STORAGE
 from asgard.resources.stores.stream import Stream
 
-MiB = 1024 * 1024
+from .settings import described
 
-_store_cache: dict[tuple, ObjectStore] = {}
-_store_cache_lock = threading.Lock()
+MiB = 1024 * 1024
 
 
 def resolved(value: Any) -> Any:
@@ -98,47 +98,33 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     """Stores each output in an :class:`~asgard.resources.stores.ObjectStore`: chunked, checksummed,
     committed by a manifest written last, with a TTL."""
 
-    ttl_seconds: int = Field(
-        default=7 * 24 * 3600,
-        description="Lifetime of stored outputs in seconds (ephemeral data); 0 keeps them until purged. "
-        "Keep it longer than you may wait before 're-execute from failure', which reads the parent run's outputs.",
-    )
-    codec: str = Field(default="none", description="Chunk compression: 'none', 'lz4' or 'zstd'.")
+    ttl_seconds: int = described(STORAGE["ttl_seconds"], also="0 keeps them until purged.")
+    codec: str = described(STORAGE["codec"])
     serializer: str = Field(default="pickle5", description="Value serializer (pickle protocol 5, out-of-band buffers).")
-    max_object_bytes: int = Field(
-        default=2 << 30, description="Largest serialized output accepted; a larger one fails before anything is written."
-    )
-    chunk_size_bytes: int = Field(default=0, description="Bytes per chunk; 0 uses the backend's default.")
-    concurrency: int = Field(default=8, description="Chunk requests in flight per output (backpressure window).")
-    signing_key: Optional[str] = Field(
-        default=None,
-        description="Secret for HMAC-SHA256 signatures, given as EnvVar('...'): every output is signed, and an "
-        "input is verified before it is unpickled; unsigned or altered objects are refused (TamperedObjectError).",
-    )
+    max_object_bytes: int = described(STORAGE["max_object_bytes"])
+    chunk_size_bytes: int = described(STORAGE["chunk_size_bytes"])
+    concurrency: int = described(STORAGE["concurrency"])
+    signing_key: Optional[str] = described(STORAGE["signing_key"])
 
     @abc.abstractmethod
-    def open_store(self, **store_kwargs) -> ObjectStore:
-        """A store of this backend with the given common options."""
+    def connection_settings(self) -> tuple[str, dict]:
+        """``(backend name, its connection settings with EnvVars read)`` of the store behind this IO manager."""
 
-    # --- store, cached per process and configuration ---------------------------------------
+    def storage_settings(self) -> dict:
+        """The settings every backend shares (lifetime, codec, size limit, chunking, signing)."""
+        kwargs = dict(ttl_seconds=self.ttl_seconds, codec=self.codec, serializer=self.serializer,
+                      max_object_bytes=self.max_object_bytes, concurrency=self.concurrency)
+        if self.chunk_size_bytes:
+            kwargs["chunk_size"] = self.chunk_size_bytes
+        if self.signing_key is not None:
+            kwargs["signing_key"] = resolved(self.signing_key)
+        return kwargs
+
     def store(self) -> ObjectStore:
-        # values, not the config dictionary: there an EnvVar is its name, and a changed password
-        # (or CA) must not get the store opened with the old one
-        config = _fingerprint(self)
-        key = (type(self).__name__, config)
-        with _store_cache_lock:
-            store = _store_cache.get(key)
-            if store is None:
-                kwargs = dict(
-                    ttl_seconds=self.ttl_seconds, codec=self.codec, serializer=self.serializer,
-                    max_object_bytes=self.max_object_bytes, concurrency=self.concurrency,
-                )
-                if self.chunk_size_bytes:
-                    kwargs["chunk_size"] = self.chunk_size_bytes
-                if self.signing_key is not None:
-                    kwargs["signing_key"] = resolved(self.signing_key)
-                store = _store_cache[key] = self.open_store(**kwargs)
-        return store
+        """The process's one store for these settings (the client's cache: an EnvVar is read at each
+        call, so a changed password or CA opens a new store rather than reusing the old one)."""
+        backend, connection = self.connection_settings()
+        return shared_store(backend, **connection, **self.storage_settings())
 
     def purge_run(self, run_id: str) -> None:
         """Delete every output of one run (and nothing of any other run)."""
@@ -217,14 +203,6 @@ def _wants_stream(context: InputContext) -> bool:
     except DagsterInvariantViolationError:  # a context built by hand without a type
         return False
     return isinstance(typing_type, type) and issubclass(typing_type, Stream)
-
-
-def _fingerprint(config: BaseModel) -> tuple:
-    """The values of a resource's fields, read now, a nested resource's (the connection) included."""
-    return tuple(sorted(
-        (k, _fingerprint(v) if isinstance(v, BaseModel) else repr(resolved(v)))
-        for k, v in ((k, getattr(config, k)) for k in type(config).model_fields)
-    ))
 
 
 def _producer(context: InputContext) -> str:

@@ -1,12 +1,11 @@
 """``LocalIOManager``: the same store mechanism on the local filesystem (a baseline)."""
 from __future__ import annotations
 
-from pydantic import Field
-
 from asgard.resources.paths import asgard_home
-from asgard.resources.stores.local import LocalObjectStore
+from asgard.resources.stores.settings import LOCAL
 
 from ..io_manager import StoreIOManager
+from ..settings import described
 
 
 class LocalIOManager(StoreIOManager):
@@ -17,7 +16,7 @@ class LocalIOManager(StoreIOManager):
         defs = Definitions(jobs=[...], resources={"io_manager": LocalIOManager(base_dir="/tmp/outputs")})
     """
 
-    base_dir: str = Field(default="", description="Directory for stored outputs; empty uses $ASGARD_HOME/objects.")
+    base_dir: str = described(LOCAL["root"])
 
-    def open_store(self, **store_kwargs) -> LocalObjectStore:
-        return LocalObjectStore(self.base_dir or str(asgard_home() / "objects"), **store_kwargs)
+    def connection_settings(self) -> tuple[str, dict]:
+        return "local", {"root": self.base_dir or str(asgard_home() / "objects")}

@@ -1,14 +1,15 @@
 """``RedisResource``: a connection to the Redis server that holds op outputs."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 from dagster import ConfigurableResource
-from pydantic import Field
 
 from asgard.resources.stores.redis import RedisObjectStore
+from asgard.resources.stores.settings import REDIS
 
 from ..io_manager import resolved
+from ..settings import described
 
 
 class RedisResource(ConfigurableResource):
@@ -25,28 +26,21 @@ class RedisResource(ConfigurableResource):
         # the IO manager's connection, nested: RedisIOManager(redis=RedisResource(...))
     """
 
-    host: str = Field(default="127.0.0.1", description="Redis host (the local server of `asgard redis up` by default).")
-    port: int = Field(default=6380, description="Redis port (6380: the project's own server, not the distribution's 6379).")
-    db: int = Field(default=0, description="Redis logical database number.")
-    username: Optional[str] = Field(default=None, description="ACL user name, if the server uses ACLs.")
-    password: Optional[str] = Field(
-        default=None,
-        description="Redis password (requirepass); pass EnvVar('...'), never a literal. None: for a local host, "
-        "ASGARD_REDIS_PASSWORD if set (the password of `asgard redis up`), else no password."
-    )
-    key_prefix: str = Field(default="asgard", description="First field of every key written through this resource.")
-    connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
-    socket_timeout: float = Field(default=60.0, description="Seconds per request (a pipelined batch of chunk requests).")
-    ssl_ca_file: Optional[str] = Field(
-        default=None, description="PEM CA certificate to verify a TLS server against (its name too); set, every "
-        "connection uses TLS. For `RedisServer(tls=True)`: its tls/ca.pem. None: plain.")
+    backend: ClassVar[str] = "redis"
+
+    host: str = described(REDIS["host"])
+    port: int = described(REDIS["port"])
+    db: int = described(REDIS["db"])
+    username: Optional[str] = described(REDIS["username"])
+    password: Optional[str] = described(REDIS["password"])
+    key_prefix: str = described(REDIS["key_prefix"])
+    connect_timeout: float = described(REDIS["connect_timeout"])
+    socket_timeout: float = described(REDIS["socket_timeout"])
+    ssl_ca_file: Optional[str] = described(REDIS["ssl_ca_file"])
 
     def connection_kwargs(self) -> dict:
-        kwargs = dict(host=self.host, port=self.port, db=self.db, username=self.username, password=self.password,
-                      key_prefix=self.key_prefix, connect_timeout=self.connect_timeout,
-                      socket_timeout=self.socket_timeout, ssl_ca_file=self.ssl_ca_file)
         # outside a run (the purge sensor, the CLI) an EnvVar field is still the variable's name
-        return {k: resolved(v) for k, v in kwargs.items()}
+        return {name: resolved(getattr(self, name)) for name in REDIS.names()}
 
     def get_store(self, **store_kwargs) -> RedisObjectStore:
         """A :class:`RedisObjectStore` on this connection (``ttl_seconds``, ``codec``, ... as keywords)."""

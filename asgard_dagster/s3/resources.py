@@ -5,14 +5,15 @@ factory): this one hands out :class:`~asgard.resources.stores.s3.S3ObjectStore` 
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 from dagster import ConfigurableResource
-from pydantic import Field
 
-from asgard.resources.stores.s3 import LOCAL_ENDPOINT, S3ObjectStore
+from asgard.resources.stores.s3 import S3ObjectStore
+from asgard.resources.stores.settings import S3
 
 from ..io_manager import resolved
+from ..settings import described
 
 
 class S3StoreResource(ConfigurableResource):
@@ -30,31 +31,21 @@ class S3StoreResource(ConfigurableResource):
         # the IO manager's connection, nested: S3IOManager(s3=S3StoreResource(...))
     """
 
-    endpoint_url: Optional[str] = Field(
-        default=LOCAL_ENDPOINT, description="S3 endpoint; the local MinIO by default, None for AWS S3 itself."
-    )
-    bucket: str = Field(default="asgard", description="An existing bucket (`asgard minio up` creates 'asgard').")
-    prefix: str = Field(default="asgard", description="Key prefix inside the bucket.")
-    region: str = Field(default="us-east-1", description="Signing region.")
-    aws_access_key_id: Optional[str] = Field(
-        default=None,
-        description="Access key; None takes it from the environment (AWS_ACCESS_KEY_ID, profile, role; for the "
-        "local MinIO, MINIO_ROOT_USER or its local default). Pass EnvVar('...'), never a literal.",
-    )
-    aws_secret_access_key: Optional[str] = Field(
-        default=None, description="Secret key; None takes it from the environment like aws_access_key_id. Pass EnvVar('...')."
-    )
-    aws_session_token: Optional[str] = Field(default=None, description="Session token for temporary credentials (EnvVar).")
-    connect_timeout: float = Field(default=5.0, description="Seconds to wait for a connection before failing with 'unreachable'.")
-    read_timeout: float = Field(default=60.0, description="Seconds per request (a chunk's GET or PUT).")
+    backend: ClassVar[str] = "s3"
+
+    endpoint_url: Optional[str] = described(S3["endpoint_url"])
+    bucket: str = described(S3["bucket"])
+    prefix: str = described(S3["prefix"])
+    region: str = described(S3["region"])
+    aws_access_key_id: Optional[str] = described(S3["aws_access_key_id"])
+    aws_secret_access_key: Optional[str] = described(S3["aws_secret_access_key"])
+    aws_session_token: Optional[str] = described(S3["aws_session_token"])
+    connect_timeout: float = described(S3["connect_timeout"])
+    read_timeout: float = described(S3["read_timeout"])
 
     def connection_kwargs(self) -> dict:
-        kwargs = dict(endpoint_url=self.endpoint_url, bucket=self.bucket, prefix=self.prefix, region=self.region,
-                      aws_access_key_id=self.aws_access_key_id, aws_secret_access_key=self.aws_secret_access_key,
-                      aws_session_token=self.aws_session_token, connect_timeout=self.connect_timeout,
-                      read_timeout=self.read_timeout)
         # outside a run (the purge sensor, the CLI) an EnvVar field is still the variable's name
-        return {k: resolved(v) for k, v in kwargs.items()}
+        return {name: resolved(getattr(self, name)) for name in S3.names()}
 
     def get_store(self, **store_kwargs) -> S3ObjectStore:
         """An :class:`S3ObjectStore` on this bucket (``ttl_seconds``, ``codec``, ... as keywords)."""

@@ -32,6 +32,7 @@ from .errors import (
 )
 from .manifest import Manifest, ObjectKey, crc32
 from .serde import Codec, NoCodec, Serializer, get_codec, get_serializer
+from .settings import STORAGE
 from .signing import PayloadSigner
 
 MiB = 1024 * 1024
@@ -167,11 +168,11 @@ class ObjectStore(abc.ABC):
     def __init__(
         self,
         serializer: str = "pickle5",
-        codec: str = "none",
+        codec: str = STORAGE["codec"].default,
         chunk_size: int = 4 * MiB,
-        max_object_bytes: int = 2 << 30,
-        ttl_seconds: int = 7 * 24 * 3600,
-        concurrency: int = 8,
+        max_object_bytes: int = STORAGE["max_object_bytes"].default,
+        ttl_seconds: int = STORAGE["ttl_seconds"].default,
+        concurrency: int = STORAGE["concurrency"].default,
         inline_bytes: int | None = None,
         signing_key: str | bytes | None = None,
     ):

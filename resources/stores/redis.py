@@ -41,6 +41,7 @@ from typing import Any, Iterator
 from .base import Manifest, MiB, ObjectKey, ObjectStore, pack_head, unpack_head
 from .errors import StoreConfigError, StoreError, StoreFullError, StoreUnavailableError
 from .local_servers import is_project_host
+from .settings import REDIS
 
 LOCAL_HINT = ("Start the local server with `asgard redis up` (127.0.0.1:6380), "
               "or point host/port at your Redis (a server that speaks only TLS needs ssl_ca_file).")
@@ -112,14 +113,14 @@ class RedisObjectStore(ObjectStore):
 
     def __init__(
         self,
-        host: str = "127.0.0.1",
-        port: int = 6380,
-        db: int = 0,
+        host: str = REDIS["host"].default,
+        port: int = REDIS["port"].default,
+        db: int = REDIS["db"].default,
         username: str | None = None,
         password: str | None = None,
-        key_prefix: str = "asgard",
-        connect_timeout: float = 5.0,
-        socket_timeout: float = 60.0,
+        key_prefix: str = REDIS["key_prefix"].default,
+        connect_timeout: float = REDIS["connect_timeout"].default,
+        socket_timeout: float = REDIS["socket_timeout"].default,
         ssl_ca_file: str | None = None,
         **kwargs,
     ):

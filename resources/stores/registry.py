@@ -15,8 +15,15 @@ from __future__ import annotations
 from .backends import (  # noqa: F401 -- the table's names, re-exported where callers find them
     ALL_BACKENDS, BACKENDS, LINKED_SERVERS, REGISTRY, STOCK_PEERS, Backend, backend, server_of,
 )
+import os
+import threading
+
 from .base import ObjectStore
 from .errors import StoreConfigError
+
+#: the open stores of this process, by backend and settings: the one cache both adapters use
+_shared: dict[tuple, ObjectStore] = {}
+_shared_lock = threading.Lock()
 
 
 def open_store(backend_name: str, **kwargs) -> ObjectStore:
@@ -42,3 +49,20 @@ def open_store(backend_name: str, **kwargs) -> ObjectStore:
 
     kwargs.setdefault("root", asgard_home() / "objects")
     return LocalObjectStore(**kwargs)
+
+
+def shared_store(backend_name: str, **kwargs) -> ObjectStore:
+    """This process's one store of ``backend_name`` with these settings, opened on first use (a
+    store holds the driver's connections: every output of a step, every XCom of a task, shares it)."""
+    key = (os.getpid(), backend_name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+    with _shared_lock:
+        store = _shared.get(key)
+        if store is None:
+            store = _shared[key] = open_store(backend_name, **kwargs)
+        return store
+
+
+def forget_shared_stores() -> None:
+    """Drop the cached stores (tests that change a server's credentials or certificates under them)."""
+    with _shared_lock:
+        _shared.clear()

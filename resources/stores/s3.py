@@ -42,8 +42,9 @@ from urllib.parse import urlparse
 from .base import MiB, ObjectKey, ObjectStore, pack_head, run_bounded, unpack_head
 from .errors import StoreConfigError, StoreUnavailableError
 from .local_servers import is_project_host, local_credentials
+from .settings import LOCAL_S3_ENDPOINT, S3
 
-LOCAL_ENDPOINT = "http://127.0.0.1:9000"
+LOCAL_ENDPOINT = LOCAL_S3_ENDPOINT
 LOCAL_HINT = ("Start the local server with `asgard minio up` (http://127.0.0.1:9000, bucket 'asgard'), "
               "or point endpoint_url at your S3.")
 MANIFEST = "manifest"
@@ -125,15 +126,15 @@ class S3ObjectStore(ObjectStore):
 
     def __init__(
         self,
-        endpoint_url: str | None = LOCAL_ENDPOINT,
-        bucket: str = "asgard",
-        prefix: str = "asgard",
-        region: str = "us-east-1",
+        endpoint_url: str | None = S3["endpoint_url"].default,
+        bucket: str = S3["bucket"].default,
+        prefix: str = S3["prefix"].default,
+        region: str = S3["region"].default,
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
         aws_session_token: str | None = None,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 60.0,
+        connect_timeout: float = S3["connect_timeout"].default,
+        read_timeout: float = S3["read_timeout"].default,
         **kwargs,
     ):
         kwargs.setdefault("chunk_size", 8 * MiB)

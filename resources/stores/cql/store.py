@@ -44,6 +44,7 @@ from typing import Any, Iterator
 
 from ..base import IN_PLACE, MiB, ObjectKey, ObjectStore
 from ..errors import StoreConfigError
+from ..settings import CASSANDRA
 from .options import opts
 from .cluster import pinned_timestamp
 from .direct import DirectRequests
@@ -127,23 +128,23 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
 
     def __init__(
         self,
-        contact_points: list[str] | tuple[str, ...] = ("127.0.0.1",),
-        port: int = 9042,
-        keyspace: str = "asgard",
-        table: str = "objects",
-        replication_factor: int = 1,
-        consistency: str = "LOCAL_QUORUM",
+        contact_points: list[str] | tuple[str, ...] = CASSANDRA["contact_points"].default,
+        port: int = CASSANDRA["port"].default,
+        keyspace: str = CASSANDRA["keyspace"].default,
+        table: str = CASSANDRA["table"].default,
+        replication_factor: int = CASSANDRA["replication_factor"].default,
+        consistency: str = CASSANDRA["consistency"].default,
         username: str | None = None,
         password: str | None = None,
         ssl_ca_file: str | None = None,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
-        ssl_verify_hostname: bool = True,
-        connect_timeout: float = 5.0,
-        request_timeout: float = 30.0,
+        ssl_verify_hostname: bool = CASSANDRA["ssl_verify_hostname"].default,
+        connect_timeout: float = CASSANDRA["connect_timeout"].default,
+        request_timeout: float = CASSANDRA["request_timeout"].default,
         chunks_per_partition: int = DEFAULT_CHUNKS_PER_PARTITION,
-        durable_writes: bool = False,
-        ride_through_seconds: float = 60.0,
+        durable_writes: bool = CASSANDRA["durable_writes"].default,
+        ride_through_seconds: float = CASSANDRA["ride_through_seconds"].default,
         batch_bytes: int | None = None,
         direct_requests: bool | None = None,
         **kwargs,
