@@ -15,8 +15,9 @@ partition loads as the value, of several (a time window, ``AllPartitionMapping``
 dict by partition key, of none as None; a missing partition fails, or is skipped when the input's
 metadata has ``allow_missing_partitions=True``.
 
-A backend's IO manager subclasses :class:`StoreIOManager` and implements ``open_store`` (a networked
-one through :class:`~asgard_dagster.connection.ConnectionIOManager`: its nested resource opens it).
+A backend's IO manager subclasses :class:`StoreIOManager` and implements ``connection_settings`` (a networked
+one through :class:`~asgard_dagster.connection.ConnectionIOManager`: its nested resource holds them); the
+client's one cache (:func:`~asgard.resources.stores.registry.shared_store`) opens the store.
 """
 from __future__ import annotations
 

@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # the four layers (.importlinter): the client, the two adapters, the tuner, the lab
 .venv/bin/lint-imports --no-cache
+# the fast tier: no server, seconds (tests marked fast); the full suite stays CI's
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  exec .venv/bin/python -m pytest -m fast -p no:cacheprovider "$@"
+fi
 # the suite's Cassandra has the same heap on any machine (the tuner's knob space was calibrated
 # on 2 GiB heaps; the NUMA plan's own sizing rule is tested in tests/test_numa.py)
 export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = ("{what} (used by {where}) is gone or changed in the installed {lib}: re-check it against the new "
            "release's source, then update the adapter and tests/test_orchestrator_contract.py together.")

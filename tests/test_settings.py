@@ -8,6 +8,8 @@ import pytest
 
 from asgard.resources.stores.settings import BACKEND_SETTINGS, STORAGE
 
+pytestmark = pytest.mark.fast
+
 DAGSTER_RESOURCES = {"cassandra": ("asgard_dagster.cassandra", "CassandraResource"),
                      "redis": ("asgard_dagster.redis", "RedisResource"),
                      "s3": ("asgard_dagster.s3", "S3StoreResource"),
