@@ -16,7 +16,7 @@ from .cost import Prices, perf_per_dollar, run_cost
 #: the peers every Perf/$ is compared against in the table
 PEERS = ("s3", "redis")
 
-#: the paper's claims (seed 000, §4.1-4.3), each set beside the same ratio measured here:
+#: the paper's claims (Asgard, Front. HPC'23, §4.1-4.3), each set beside the same ratio measured here:
 #: (app, claim, metric, mine, peer, paper's ratio). ``perf``: Perf/$ of mine over peer's;
 #: ``speed``: peer's E2E over mine (>1: mine is faster); ``what_if``: Perf/$ of Cassandra priced
 #: on instance ``mine`` over instance ``peer``.
@@ -182,7 +182,7 @@ def markdown(summary: dict) -> str:
                          + " | ".join(_pct(c["what_if_vs_i3"][i]) for i in insts if i != "i3.large") + " |")
         lines += ["", "Only the price changes: the latency is the one measured on this machine (the paper "
                       "measured each instance type)."]
-    lines += ["", "## Beside the paper (seed 000, §4.1-4.3)", "",
+    lines += ["", "## Beside the paper (Asgard, Front. HPC'23, §4.1-4.3)", "",
               "| app | the paper's claim | paper | ours |", "|---|---|---|---|"]
     for r in summary["paper"]:
         lines.append(f"| {r['app']} | {r['claim']} | {r['paper']:.2f}x | {_f(r['ours'])}{'x' if r['ours'] else 'not run'} |")
@@ -205,7 +205,7 @@ def side_by_side(summaries: dict[str, dict]) -> str:
         info = summaries[net]["meta"].get("network") or {}
         links = "; ".join(f"{b}: {d}" for b, d in (info.get("links") or {}).items()) or "loopback, no added delay"
         lines.append(f"- **{net}**: {links}")
-    lines += ["", "## Beside the paper (seed 000, §4.1-4.3)", "",
+    lines += ["", "## Beside the paper (Asgard, Front. HPC'23, §4.1-4.3)", "",
               "| app | the paper's claim | paper | " + " | ".join(nets) + " |",
               "|---|---|---|" + "---|" * len(nets)]
     for i, r in enumerate(first["paper"]):

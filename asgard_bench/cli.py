@@ -230,7 +230,7 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
 @click.option("--json", "as_json", is_flag=True)
 def bench_scaling(instances, heap_mib, seconds, repeat, clients, object_mib, first_index, as_json):
     """Throughput with 1 and N pinned Cassandra instances against one unpinned instance of the same
-    total heap (seed 002: one instance per NUMA node). Says what the machine has: on one NUMA node
+    total heap (ICPE'19: one instance per NUMA node). Says what the machine has: on one NUMA node
     the instances are pinned to CPUs, and efficiency means CPU pinning only."""
     from .scaling import print_report, run_scaling_bench
 

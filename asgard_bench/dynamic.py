@@ -1,4 +1,4 @@
-"""``asgard bench dynamic``: the paper's dynamic experiment (seed 000 §4.4, Fig. 8).
+"""``asgard bench dynamic``: the paper's dynamic experiment (Asgard, Front. HPC'23, §4.4, Fig. 8).
 
 A sequence of bursts -- ``burst`` runs of one application, then of the next, repeated
 ``rounds`` times -- runs on the local Cassandra (127.0.0.1, keyspace ``asgard``) three ways:

@@ -1,5 +1,5 @@
 """``asgard bench scaling``: throughput of 1 and N pinned Cassandra instances against one unpinned
-instance of the same total heap (seed 002: one instance per NUMA node, 98% in-socket and 90%
+instance of the same total heap (ICPE'19: one instance per NUMA node, 98% in-socket and 90%
 system scaling efficiency on a 2-socket, 8-node EPYC server).
 
 Configurations, each on a ring of its own started fresh on 127.0.0.<first_index> onwards (own
@@ -37,7 +37,7 @@ from asgard.resources.numa import format_cpulist, numa_nodes
 
 from .io import MiB, ServerCpu
 
-#: seed 002 (ICPE'19, Sec. 7): average scaling efficiency across YCSB workloads, one instance per die
+#: ICPE'19 (Sec. 7): average scaling efficiency across YCSB workloads, one instance per die
 SEED_IN_SOCKET_EFFICIENCY = 0.98
 SEED_SYSTEM_EFFICIENCY = 0.90
 
@@ -226,7 +226,7 @@ def run_scaling_bench(instances: int | None = None, heap_mib: int = 512, seconds
     }
     if topo["numa_nodes"] > 1:
         note = (f"{topo['numa_nodes']} NUMA nodes: each pinned instance is bound to one node's CPUs and memory "
-                f"(numactl --physcpubind=<node CPUs> --membind), as in seed 002.")
+                f"(numactl --physcpubind=<node CPUs> --membind), as in the ICPE'19 study.")
     else:
         note = (f"this machine has ONE NUMA node ({topo['cpus']} CPUs): pinned instances are bound to "
                 f"{topo['cpus'] // instances} CPU(s) each of node 0 (numactl --physcpubind), so the efficiency "
@@ -257,7 +257,7 @@ def print_report(report: dict) -> None:
     for op in ("put", "get"):
         console.print(f"{op}: scaling efficiency {n} pinned / ({n} x 1 pinned) = {e[op]['scaling_efficiency']:.0%}; "
                       f"{n} pinned vs unpinned of the same total heap = {e[op]['pinned_vs_unpinned']:.2f}x")
-    console.print(f"seed 002 (2-socket EPYC, one instance per NUMA node): {seed['in_socket_efficiency']:.0%} in-socket, "
+    console.print(f"ICPE'19 (2-socket EPYC, one instance per NUMA node): {seed['in_socket_efficiency']:.0%} in-socket, "
                   f"{seed['system_efficiency']:.0%} system scaling efficiency.")
     console.print(f"note: {report['note']}")
     for r in report["rows"]:

@@ -1,6 +1,6 @@
 """Topology analyzer: a job's DAG -> the read/write workload its outputs put on the store.
 
-Asgard (seed 000 §2.6) inspects the DAG before it runs to extract the read/write pattern of
+Asgard (Shankar et al., Front. HPC 2023, §2.6) inspects the DAG before it runs to extract the read/write pattern of
 each stage; this does the same for a Dagster job. Every edge (an output and the inputs that
 load it) is classified:
 

@@ -1,6 +1,6 @@
 """NUMA topology, the instance plan, ``numactl`` pinning, and checking a launched process's binding.
 
-The ICPE'19 study (seed 002) scales Cassandra on many-core servers by running one instance
+The ICPE'19 study ("Performance scaling of Cassandra on high-thread-count servers") scales Cassandra by running one instance
 per NUMA node, bound with ``numactl --cpunodebind=N --membind=N`` and ``-XX:+UseNUMA``.
 
 * Topology: ``/sys/devices/system/node/nodeN/{cpulist,meminfo}`` (:func:`numa_nodes`; the root is
@@ -9,7 +9,7 @@ per NUMA node, bound with ``numactl --cpunodebind=N --membind=N`` and ``-XX:+Use
   node or to some CPUs of it, or not bound at all; heap and memtable space sized from the
   instance's share of its node's memory. numactl is always told the CPUs
   (``--physcpubind=<cpus> --membind=<node>``): a whole node is its CPUs that the launcher may
-  use. ``--cpunodebind`` (seed 002's form) binds the same CPUs on an unrestricted launcher, but
+  use. ``--cpunodebind`` (the ICPE'19 study's form) binds the same CPUs on an unrestricted launcher, but
   it *widens* a narrowed affinity to the whole node (``taskset -c 0 numactl --cpunodebind=0``
   runs on 0-1 here) while ``--physcpubind`` refuses CPUs outside it, so the CPU list is the one
   form whose result the plan knows exactly.

@@ -1,4 +1,4 @@
-"""Key-knob ranking by ANOVA with replication (seed 004 §3.4, §4.5, on paired ratios).
+"""Key-knob ranking by ANOVA with replication (Rafiki, Middleware'17, §3.4, §4.5, on paired ratios).
 
 The observations are the log throughput ratios over the default of every *pair* (not the
 rows' means): the ``oat:<knob>`` rows give the knob's other levels, the ``aa`` rows (the

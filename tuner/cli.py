@@ -266,7 +266,7 @@ def validate(index, workload_spec, pairs, duration, noise, model_path, keyspace,
     if as_json:
         _echo_json(result["rows"])
         return
-    rafiki = "Rafiki, tuned over default: +41% read-heavy, +35% mixed, +14% write-heavy (seed 004 Fig. 4)"
+    rafiki = "Rafiki, tuned over default: +41% read-heavy, +35% mixed, +14% write-heavy (Rafiki, Middleware'17, Fig. 4)"
     click.echo(f"{len(result['rows'])} workloads, {pairs} pairs x {duration}s a side, 95% intervals; {rafiki}")
 
 

@@ -1,4 +1,4 @@
-"""SOPHIA's cost-benefit analysis as Asgard uses it (seed 000 §3).
+"""SOPHIA's cost-benefit analysis as Asgard uses it (Asgard, Front. HPC'23, §3).
 
 Benefit: throughput gained over the look-ahead window T_L by running the new configuration,
     B = sum_{k in [0, T_L]} (H(W(k), C_new) - H(W(k), C_old))   [operations]

@@ -1,4 +1,4 @@
-"""Surrogate accuracy as in seed 004 §4.7 / Table 2.
+"""Surrogate accuracy as in Rafiki, Middleware'17, §4.7 / Table 2.
 
 Unseen configurations: 25% of the distinct configurations are held out (all their workloads),
 the model trains on the rest and predicts them. Unseen workloads: the same with 25% of the

@@ -24,7 +24,7 @@ The defaults are stock Cassandra 5.0's (``durable_writes = true``, LZ4 16 KiB ch
 client options: "tuned over default" is measured against what a cluster has before anyone
 tunes it for ephemeral data.
 
-Rafiki's five key parameters (seed 004 §3.4) map to Cassandra 5.0 like this:
+Rafiki's five key parameters (Mahgoub et al., Middleware'17, §3.4) map to Cassandra 5.0 like this:
 
 =====================================  ===================================================
 Rafiki (Cassandra 3.x)                 here (Cassandra 5.0)

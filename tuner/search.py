@@ -1,4 +1,4 @@
-"""Configuration search over the surrogate (seed 004 §3.7): C_opt = argmax_C f(W, C), where f is
+"""Configuration search over the surrogate (Rafiki, Middleware'17, §3.7): C_opt = argmax_C f(W, C), where f is
 the predicted throughput ratio of C over the stock default on workload W.
 
 * ``nsga2``  -- optuna's NSGA-II sampler (the genetic algorithm; single objective here).

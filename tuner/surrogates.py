@@ -1,7 +1,7 @@
 """Surrogate performance models: one interface, several models (like optuna's one sampler
 interface with many samplers).
 
-* :class:`MLPEnsemble` -- seed 004 §3.6/§4.3 exactly: feed-forward nets with hidden layers
+* :class:`MLPEnsemble` -- Rafiki, Middleware'17, §3.6/§4.3 exactly: feed-forward nets with hidden layers
   [14, 4], 20 nets from different initialisations trained to convergence with an L2 penalty
   (the stand-in for MATLAB's Bayesian regularisation), the 30% with the highest training error
   dropped, the other 14 averaged. The 20 nets train at once as one batched network.

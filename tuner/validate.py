@@ -1,4 +1,4 @@
-"""Tuned against default, measured on the real node for each DAG pattern (seed 004 §4.8, Fig. 4).
+"""Tuned against default, measured on the real node for each DAG pattern (Rafiki, Middleware'17, §4.8, Fig. 4).
 
 For each workload: search the surrogate over the key knobs (NSGA-II) for the configuration of
 highest predicted ratio over the stock default, keeping the default when the predicted gain is

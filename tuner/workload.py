@@ -1,4 +1,4 @@
-"""Workload model (seed 004 §3.3, extended for DAGs) and a generator that drives the real store.
+"""Workload model (Rafiki, Middleware'17, §3.3, extended for DAGs) and a generator that drives the real store.
 
 A :class:`Workload` is what the tuner conditions on: read ratio (RR), object-size distribution,
 fan-out degree, client concurrency and key reuse distance (KRD). The generator turns it into

@@ -1,7 +1,7 @@
 """Several Cassandra instances on one machine as one ring (instance i on 127.0.0.i).
 
 The members follow a NUMA plan (:func:`asgard.resources.numa.plan_instances`): on a multi-node server
-each instance is pinned to one node (seed 002), and its heap and memtable space are sized from
+each instance is pinned to one node (ICPE'19), and its heap and memtable space are sized from
 that node's memory; on a one-node machine they share it unpinned unless asked to pin each to
 CPUs of its own (``cpus_per_instance`` / ``cpu_sets``, numactl ``--physcpubind``). Every pinned
 launch is checked in /proc (:meth:`asgard.resources.process.ManagedServer.start`). The first instance is

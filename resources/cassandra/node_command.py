@@ -199,7 +199,7 @@ class NodeCommandLine:
             *self._cds_flags(),
             f"-Xms{self.heap}", f"-Xmx{self.heap}", "-Xss256k",
             *GC_FLAGS,
-            "-XX:+UseNUMA",  # seed 002: NUMA-aware allocation, with numactl binding per instance
+            "-XX:+UseNUMA",  # ICPE'19: NUMA-aware allocation, with numactl binding per instance
             "-XX:+PerfDisableSharedMem", "-XX:+ExitOnOutOfMemoryError",
             "-XX:StringTableSize=1000003", "-Djava.net.preferIPv4Stack=true",
             *JVM17_FLAGS,
