@@ -26,44 +26,18 @@ FAST_START_PROPERTIES = [
 # server.log) and kept a core busy. A lone instance is ready at once, so 0 costs it nothing.
 RING_SUPERUSER_SETUP_DELAY_MS = 500
 
-# Idle workers of Cassandra's shared request pool sleep-spin, waking every 10 us, for up to 10 ms
-# before parking: a client that sends one request at a time keeps one spinning between requests.
-# With the project's patch (patches/5.0.9/sep-worker-spin.patch) a small host parks them after
-# 50 us of spinning instead. Two instances side by side, 12 rounds alternating
-# (docs/results/issue13-sep-spin.txt; A/A in brackets): JVM context switches per 10 KiB put+get
-# 15.2 vs 28.3, server CPU per op 0.83x [0.99], ops/s 1.18x [1.01]; 64 MiB reads 1.23x MB/s
-# [1.03], server CPU per GB 0.65x [0.99]. Hosts above SMALL_HOST_CPUS keep upstream's spin, which
-# trades CPU for latency under many concurrent clients. ASGARD_CASSANDRA_SEP_STOP_CHECK_NS sets it
-# for any host ("" for upstream's).
+# idle request-pool workers park after 50 us, not 10 ms, on a small host (patch sep-worker-spin;
+# figures: docs/results/issue13-sep-spin.txt); ASGARD_CASSANDRA_SEP_STOP_CHECK_NS sets it on any host
 SMALL_HOST_CPUS = 4
 SMALL_HOST_SEP_STOP_CHECK_NS = 50_000
 
-# Where a client request runs (patches sep-run-immediately and native-inline). Upstream, a
-# coordinator's own "immediate" local read or mutation is queued to a pool worker whenever no
-# other task is queued (SEPExecutor.takeWorkPermit(false) wants a queued task; CASSANDRA-21429,
-# fixed on trunk), and every request is handed from the connection's event loop to the request
-# pool and back: four wake-ups per request. Two instances side by side, 10 rounds alternating
-# (docs/results/issue13-run-to-completion.txt), both fixes against neither: JVM context switches per
-# 10 KiB put+get 2.3 vs 13.9, ops/s 1.48x, server CPU per op 0.71x; 64 MiB reads 1.12x MB/s,
-# server CPU per GB 0.68x. The first fix is a bug fix and always on. Running requests on the
-# event loop holds up that loop's other connections while one waits (for a remote replica,
-# a full memtable); a small host has few of either, so it is on up to SMALL_HOST_CPUS, and
-# ASGARD_CASSANDRA_NATIVE_INLINE=1 or 0 sets it on any host.
+# a local read or mutation runs on the request's thread (CASSANDRA-21429), and a small request on
+# its event loop up to SMALL_HOST_CPUS (ASGARD_CASSANDRA_NATIVE_INLINE); docs/results/issue13-run-to-completion.txt
 RUN_IMMEDIATELY_PROPERTY = "-Dasgard.sep_run_immediately=true"
 NATIVE_INLINE_PROPERTY = "-Dasgard.native_inline=true"
 
-# A stop announces the shutdown to the peers by gossip, then sleeps shutdown_announce_in_ms
-# (2000 by default) so the message gets there before messaging closes. A lone instance has no
-# one to tell; on loopback a peer gets it in well under 200 ms. Stop at 127.0.0.6 on a loaded
-# machine, interleaved: 5.5 s with the default, 2.6-3.4 s with 0. (A lone node no longer stops by
-# SIGTERM at all: CassandraNode.stop.)
-#
-# Where a restart of a lone node went (127.0.0.24, 1 GiB heap, 2 shared cores, system.log and
-# wall clock; docs/results/issue10-restart-breakdown.txt): the SIGTERM stop took 2.6-2.9 s, 2.1 s of it the
-# drain's "Waiting for messaging service to quiesce" (netty's fixed 2 s quiet period on the
-# inbound messaging executor, also in `nodetool drain`), the flushes 0.4 s. Start: JVM to the
-# first log line 0.5-1 s, mlockall of the heap 0.3-1.5 s, the memtable row-overhead estimate
-# about 1 s, system keyspaces and commit log 1.5 s, gossip and CQL 0.5 s.
+# a lone node has no peer to announce its shutdown to, so it skips the 2 s announce sleep
+# (where a restart's time goes: docs/results/issue10-restart-breakdown.txt)
 
 
 class NodeCommandLine:
