@@ -76,8 +76,6 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
-_parse_cpulist = parse_cpulist  # the old private name
-
 
 def format_cpulist(ids) -> str:
     """``(0, 1, 2, 3, 8, 9)`` -> ``"0-3,8-9"``."""

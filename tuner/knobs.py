@@ -258,10 +258,6 @@ KNOBS: dict[str, Knob] = {k.name: k for k in [
        help="the store's codec (CassandraIOManager codec): compress on the client, not the server"),
 ]}
 
-RAFIKI_FIVE = ("compaction", "concurrent_writes", "file_cache_size_mib",
-               "memtable_heap_space_mib", "memtable_flush_writers", "concurrent_compactors")
-
-
 def knob(name: str) -> Knob:
     try:
         return KNOBS[name]

@@ -286,11 +286,6 @@ def run_workload(store: Any, w: Workload, duration_s: float = 3.0, max_ops: int 
     )
 
 
-def standard_workloads(read_ratios=(0.1, 0.3, 0.5, 0.7, 0.9), object_kibs=(16, 1024), **kw) -> list[Workload]:
-    """A read ratio x object size grid of the mixed pattern (Rafiki's YCSB-like axes)."""
-    return [Workload(read_ratio=rr, object_kib=kib, **kw) for kib in object_kibs for rr in read_ratios]
-
-
 #: the DAG-shaped calibration grid: every pattern the topology analyzer names, at several
 #: sizes and both ends of compressibility (video/arrays vs text), fan-out as the apps have it
 DAG_WORKLOADS = (
