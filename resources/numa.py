@@ -76,7 +76,6 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
-
 def format_cpulist(ids) -> str:
     """``(0, 1, 2, 3, 8, 9)`` -> ``"0-3,8-9"``."""
     ids = sorted(set(ids))
