@@ -232,13 +232,15 @@ def bench_scaling(instances, heap_mib, seconds, repeat, clients, object_mib, fir
     """Throughput with 1 and N pinned Cassandra instances against one unpinned instance of the same
     total heap (ICPE'19: one instance per NUMA node). Says what the machine has: on one NUMA node
     the instances are pinned to CPUs, and efficiency means CPU pinning only."""
+    from asgard.resources.numa import NumaError
+
     from .scaling import print_report, run_scaling_bench
 
     try:
         report = run_scaling_bench(instances=instances, heap_mib=heap_mib, seconds=seconds, repeat=repeat,
                                    clients=clients, object_mib=object_mib, first_index=first_index,
                                    progress=not as_json)
-    except ValueError as exc:
+    except (ValueError, NumaError) as exc:
         raise click.BadParameter(str(exc)) from None
     if as_json:
         click.echo(json.dumps(report, indent=2))

@@ -46,7 +46,7 @@ class NumaError(RuntimeError):
     """Base of the NUMA errors."""
 
 
-class NumaPlanError(NumaError, ValueError):
+class NumaPlanError(NumaError):
     """The requested placement cannot be made on this topology (or the topology is unreadable)."""
 
 

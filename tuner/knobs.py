@@ -61,7 +61,7 @@ class UnknownKnobError(KnobError):
         super().__init__(f"unknown knob {name!r}; known knobs: {', '.join(sorted(known))}")
 
 
-class KnobTypeError(KnobError, TypeError):
+class KnobTypeError(KnobError):
     def __init__(self, name: str, value: Any, expected: str):
         self.name, self.value = name, value
         super().__init__(f"knob {name!r} expects {expected}, got {value!r} ({type(value).__name__})")
@@ -415,10 +415,11 @@ class Configuration:
             "live": {k: " ".join(v) for k, v in self.live_commands().items()},
             "keyspace": {"durable_writes": self["durable_writes"]},
             "client": self.client_options(),
-            # the same, as CassandraIOManager fields
+            # the same, as CassandraIOManager fields: its own, and the keyspace's durable_writes in
+            # its nested CassandraResource (for a keyspace the IO manager creates)
             "io_manager": {"chunk_size_bytes": self.client_options()["chunk_size"],
                            "concurrency": self["client_in_flight"], "codec": self["client_codec"],
-                           "durable_writes": self["durable_writes"]},
+                           "cassandra": {"durable_writes": self["durable_writes"]}},
         }
 
     def features(self, names: Sequence[str] | None = None) -> list[float]:

@@ -6,12 +6,15 @@ class StoreError(Exception):
     """Base class of every object-store error."""
 
 
-class StoreConfigError(StoreError, ValueError):
-    """A store was configured with values it cannot use."""
+class StoreConfigError(StoreError):
+    """A store was configured with values it cannot use; the message names the setting and what to give."""
 
 
-class StoreUnavailableError(StoreError, ConnectionError):
-    """The storage server cannot be reached."""
+class StoreUnavailableError(StoreError):
+    """The storage server cannot be reached.
+
+    Attributes: ``backend`` (its name), ``where`` (the addresses tried), ``hint`` (what to do).
+    """
 
     def __init__(self, backend: str, where: str, hint: str, cause: BaseException | None = None):
         self.backend, self.where, self.hint = backend, where, hint
@@ -21,15 +24,21 @@ class StoreUnavailableError(StoreError, ConnectionError):
 
 class StoreFullError(StoreError):
     """The server refused a write because it is full (memory or disk). Nothing already stored
-    was changed: the previous object under the key still reads."""
+    was changed: the previous object under the key still reads.
+
+    Attributes: ``backend``, ``where``.
+    """
 
     def __init__(self, backend: str, where: str, detail: str, hint: str):
         self.backend, self.where = backend, where
         super().__init__(f"{backend} at {where} refused the write: it is full ({detail}). {hint}")
 
 
-class ObjectMissingError(StoreError, KeyError):
-    """No complete object is stored under the key: never written, purged, or expired."""
+class ObjectMissingError(StoreError):
+    """No complete object is stored under the key: never written, purged, or expired.
+
+    Attributes: ``uri`` (where it was looked for), ``ttl_seconds`` (the store's lifetime, if any).
+    """
 
     def __init__(self, uri: str, ttl_seconds: int | None = None, hint: str = ""):
         self.uri, self.ttl_seconds = uri, ttl_seconds
@@ -37,12 +46,12 @@ class ObjectMissingError(StoreError, KeyError):
         msg = f"No stored object at {uri}: it was never written, was purged{ttl}."
         super().__init__(msg + (f" {hint}" if hint else ""))
 
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return self.args[0]
-
 
 class CorruptChunkError(StoreError):
-    """A stored chunk cannot be decoded: damaged in storage or in transit."""
+    """A stored chunk cannot be decoded: damaged in storage or in transit.
+
+    Attributes: ``uri``, ``chunk`` (its index).
+    """
 
     def __init__(self, uri: str, chunk: int, detail: str):
         self.uri, self.chunk = uri, chunk
@@ -59,8 +68,11 @@ class ChecksumMismatchError(CorruptChunkError):
         super().__init__(uri, chunk, f"crc32 {actual:08x}, manifest says {expected:08x}")
 
 
-class ObjectTooLargeError(StoreError, ValueError):
-    """An object is larger than the store's configured maximum."""
+class ObjectTooLargeError(StoreError):
+    """An object is larger than the store's configured maximum; nothing of it was written.
+
+    Attributes: ``uri``, ``size`` (serialized bytes), ``limit`` (``max_object_bytes``).
+    """
 
     def __init__(self, uri: str, size: int, limit: int):
         self.uri, self.size, self.limit = uri, size, limit
@@ -70,12 +82,15 @@ class ObjectTooLargeError(StoreError, ValueError):
         )
 
 
-class SerializationError(StoreError, TypeError):
+class SerializationError(StoreError):
     """A value cannot be serialized, or stored bytes cannot be deserialized."""
 
 
 class CorruptManifestError(StoreError):
-    """An object's manifest record cannot be read: damaged, or written by another layout."""
+    """An object's manifest record cannot be read: damaged, or written by another layout.
+
+    Attributes: ``uri``.
+    """
 
     def __init__(self, uri: str, detail: str):
         self.uri = uri
@@ -91,7 +106,10 @@ class SchemaLayoutError(StoreConfigError):
 
 class TamperedObjectError(StoreError):
     """With a signing key set: an object's signature or a chunk's MAC does not verify, or the
-    object is unsigned. Raised before anything of it is unpickled."""
+    object is unsigned. Raised before anything of it is unpickled.
+
+    Attributes: ``uri``, ``key_id`` (the id of the key this store verifies with).
+    """
 
     def __init__(self, uri: str, key_id: str, detail: str):
         self.uri, self.key_id = uri, key_id
