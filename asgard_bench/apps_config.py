@@ -45,10 +45,17 @@ class CassandraConfigFile:
             raise ValueError(f"{path}: 'yaml:' must be a mapping, got {type(overrides).__name__}")
         client = dict(raw.get("io_manager") or {})
         keyspace = dict(raw.get("keyspace") or {})
-        # recommend's io_manager section repeats the keyspace's durable_writes (the IO manager's
-        # field for a keyspace it creates); the keyspace here exists already, so it is ALTERed
-        if "durable_writes" in client:
-            keyspace.setdefault("durable_writes", client.pop("durable_writes"))
+        # recommend's io_manager section repeats the keyspace's durable_writes in the IO manager's
+        # nested connection (cassandra: {durable_writes: ...}, for a keyspace it creates; flat in
+        # files written before the connection was nested); the keyspace here exists already, so
+        # it is ALTERed. Other connection settings come from the bench's deployment.
+        connection = client.pop("cassandra", None) or {}
+        if not isinstance(connection, dict) or set(connection) - {"durable_writes"}:
+            raise ValueError(f"{path}: 'io_manager: cassandra:' takes durable_writes only (connection settings "
+                             f"come from the bench's deployment), got {connection}")
+        for source in (connection, client):
+            if "durable_writes" in source:
+                keyspace.setdefault("durable_writes", source.pop("durable_writes"))
         if set(keyspace) - {"durable_writes"} or not isinstance(keyspace.get("durable_writes", True), bool):
             raise ValueError(f"{path}: 'keyspace:' takes durable_writes (true or false) only, got {keyspace}")
         own = client_fields()
@@ -64,11 +71,11 @@ class CassandraConfigFile:
 
 
 def client_fields() -> list[str]:
-    """CassandraIOManager's own fields (how outputs are chunked, sent, coded and kept), not the
-    connection's (those are the nested CassandraResource's)."""
-    from asgard_dagster import CassandraIOManager, CassandraResource
+    """CassandraIOManager's own fields (how outputs are chunked, sent, coded and kept), not its
+    connection (the nested CassandraResource)."""
+    from asgard_dagster import CassandraIOManager
 
-    return [f for f in CassandraIOManager.model_fields if f not in CassandraResource.model_fields and f != "cassandra"]
+    return [f for f in CassandraIOManager.model_fields if f != CassandraIOManager.connection_field]
 
 
 def table_clauses(table: Any) -> list[str]:

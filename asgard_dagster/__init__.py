@@ -5,7 +5,7 @@ the resources they nest for their connection, the purge sensor, and :class:`Stre
 bigger than memory.
 """
 from .cassandra import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
-from .connection import ConnectionFieldsConflictError
+from .connection import FlatConnectionFieldsError
 from .io_manager import StoreIOManager
 from .local import LocalIOManager
 from .redis import RedisIOManager, RedisResource
@@ -13,7 +13,7 @@ from .s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
 from asgard.resources.stores.stream import Stream
 
 __all__ = [
-    "CassandraIOManager", "CassandraResource", "ConnectionFieldsConflictError", "LocalIOManager", "StoreIOManager",
+    "CassandraIOManager", "CassandraResource", "FlatConnectionFieldsError", "LocalIOManager", "StoreIOManager",
     "make_purge_on_success_sensor", "RedisIOManager", "RedisResource", "S3IOManager", "S3StoreResource",
     "stock_s3_pickle_io_manager", "Stream",
 ]

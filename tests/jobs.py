@@ -27,7 +27,8 @@ def consume(values: list) -> int:
     return sum(values)
 
 
-@job(resource_defs={"io_manager": CassandraIOManager()}, executor_def=multiprocess_executor)
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"))},
+     executor_def=multiprocess_executor)
 def flaky_job():
     consume(produce())
 
@@ -43,17 +44,17 @@ def total_secret_array(values: list) -> float:
     return sum(values)
 
 
-@job(resource_defs={"io_manager": CassandraIOManager(
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(
     contact_points=["127.0.0.8"], keyspace="asgard_tls",
     ssl_ca_file=EnvVar("ASGARD_TEST_CASSANDRA_CA"),
-    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"), password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))},
+    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"), password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD")))},
     executor_def=multiprocess_executor)
 def secure_job():
     total_secret_array(produce_secret_array())
 
 
 @job(
-    resource_defs={"io_manager": CassandraIOManager(keyspace="asgard_test",
+    resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
                                                    signing_key=EnvVar("ASGARD_TEST_SIGNING_KEY"))},
     executor_def=multiprocess_executor,
 )
@@ -74,6 +75,17 @@ def nested_redis_env_job():
     executor_def=multiprocess_executor)
 def nested_cassandra_env_job():
     consume(produce())
+
+
+def fan_out_fan_in_test_job():
+    """The demo's ``fan_out_fan_in`` (multiprocess) on the test keyspace: the connection is the IO
+    manager's nested resource, set where the job is defined, not in the run's config."""
+    from asgard.pipelines.demo import fan_out_fan_in
+    from tests.conftest import TEST_KEYSPACE
+
+    return fan_out_fan_in.graph.to_job(
+        name=fan_out_fan_in.name, executor_def=fan_out_fan_in.executor_def,
+        resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))})
 
 
 # the workspace's word-count assets, map side, on the test keyspace (tests/test_io_shapes.py)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from dagster import In, Out, job, multiprocess_executor, op
 
-from asgard_dagster import CassandraIOManager
+from asgard_dagster import CassandraIOManager, CassandraResource
 
 KEYSPACE = "asgard_ride"
 EXPECTED = np.arange(300_000, dtype=np.int64)  # 2.3 MiB: chunked, not inline
@@ -35,8 +35,8 @@ def record(a: int, b: int) -> int:
     return a
 
 
-@job(resource_defs={"io_manager": CassandraIOManager(contact_points=["127.0.0.2"], keyspace=KEYSPACE,
-                                                      ride_through_seconds=60.0)},
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(
+        contact_points=["127.0.0.2"], keyspace=KEYSPACE, ride_through_seconds=60.0))},
      executor_def=multiprocess_executor.configured({"max_concurrent": 2}))
 def ride_through_job():
     arr = produce()

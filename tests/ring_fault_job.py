@@ -8,7 +8,7 @@ import time
 import numpy as np
 from dagster import DynamicOut, DynamicOutput, job, multiprocess_executor, op
 
-from asgard_dagster import CassandraIOManager
+from asgard_dagster import CassandraIOManager, CassandraResource
 
 KEYSPACE = "asgard_rf2"
 PIECES = 8
@@ -42,9 +42,9 @@ def gather(parts) -> int:
     return total
 
 
-@job(resource_defs={"io_manager": CassandraIOManager(
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(
         contact_points=["127.0.0.11", "127.0.0.12", "127.0.0.13"], keyspace=KEYSPACE, replication_factor=2,
-        consistency="ONE")},
+        consistency="ONE"))},
      executor_def=multiprocess_executor.configured({"max_concurrent": 2}))
 def ring_fault_job():
     gather(scatter().map(work).collect())

@@ -100,6 +100,13 @@ def test_tuned_config_file_forms(tmp_path):
     f.write_text("yaml: {}\nio_manager: {chunk_size_bytes: 65536, keyspace: other}\n")
     with pytest.raises(ValueError, match=r"\['keyspace'\] are not the Cassandra IO manager's client options"):
         CassandraConfigFile.load(f)
+    f.write_text("yaml: {}\nio_manager: {cassandra: {keyspace: other}}\n")
+    with pytest.raises(ValueError, match=r"'io_manager: cassandra:' takes durable_writes only"):
+        CassandraConfigFile.load(f)
+    # a file written before the connection was nested: durable_writes flat in io_manager
+    f.write_text("yaml: {}\nio_manager: {chunk_size_bytes: 65536, durable_writes: false}\n")
+    c = CassandraConfigFile.load(f)
+    assert c.keyspace == {"durable_writes": False} and c.io_manager == {"chunk_size_bytes": 65536}
     f.write_text("yaml: {}\nkeyspace: {replication: 3}\n")
     with pytest.raises(ValueError, match="durable_writes"):
         CassandraConfigFile.load(f)

@@ -29,9 +29,9 @@ def test_envvar_credentials_reach_an_authenticating_node(auth_node, monkeypatch,
     def read_back(value: str) -> str:
         return value
 
-    io_manager = CassandraIOManager(contact_points=["127.0.0.7"], keyspace="asgard_auth",
-                                    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"),
-                                    password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))
+    io_manager = CassandraIOManager(cassandra=CassandraResource(
+        contact_points=["127.0.0.7"], keyspace="asgard_auth", username=EnvVar("ASGARD_TEST_CASSANDRA_USER"),
+        password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD")))
 
     @job(resource_defs={"io_manager": io_manager})
     def with_credentials():
@@ -61,9 +61,9 @@ def test_purge_sensor_resolves_envvar_credentials(auth_node, monkeypatch, dagste
 
     monkeypatch.setenv("ASGARD_TEST_CASSANDRA_USER", "cassandra")
     monkeypatch.setenv("ASGARD_TEST_CASSANDRA_PASSWORD", "cassandra")
-    io_manager = CassandraIOManager(contact_points=["127.0.0.7"], keyspace="asgard_auth",
-                                    username=EnvVar("ASGARD_TEST_CASSANDRA_USER"),
-                                    password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))
+    io_manager = CassandraIOManager(cassandra=CassandraResource(
+        contact_points=["127.0.0.7"], keyspace="asgard_auth", username=EnvVar("ASGARD_TEST_CASSANDRA_USER"),
+        password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD")))
 
     @op
     def kept_output() -> list:

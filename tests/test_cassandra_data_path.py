@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asgard_dagster import CassandraIOManager
+from asgard_dagster import CassandraIOManager, CassandraResource
 from asgard.resources.stores import ChecksumMismatchError, ObjectKey
 from tests.conftest import TEST_KEYSPACE
 from tests.test_cassandra_io_manager import direct_connections_may_open, round_trip
@@ -15,7 +15,7 @@ from tests.test_cassandra_io_manager import direct_connections_may_open, round_t
 
 @pytest.fixture
 def io_manager(cassandra_node):
-    return CassandraIOManager(keyspace=TEST_KEYSPACE)
+    return CassandraIOManager(cassandra=CassandraResource(keyspace=TEST_KEYSPACE))
 
 
 def test_a_step_can_modify_a_large_inline_input_in_place(io_manager):

@@ -11,16 +11,18 @@ from dagster import (
     reconstructable,
 )
 
-from asgard_dagster import CassandraIOManager
+from asgard_dagster import CassandraIOManager, CassandraResource
 from asgard.resources.stores import ChecksumMismatchError, ObjectKey, ObjectMissingError, ObjectTooLargeError
 from tests.conftest import TEST_KEYSPACE
 
 MiB = 1024 * 1024
+#: the IO manager's connection: the local node, the tests' keyspace
+TEST_CASSANDRA = CassandraResource(keyspace=TEST_KEYSPACE)
 
 
 @pytest.fixture
 def io_manager(cassandra_node):
-    return CassandraIOManager(keyspace=TEST_KEYSPACE)
+    return CassandraIOManager(cassandra=TEST_CASSANDRA)
 
 
 def rows_of_scope(store, scope):
@@ -108,7 +110,7 @@ def test_round_trip_dataframe(io_manager, run_id):
 
 
 def test_exact_key_layout_for_op_outputs_and_mapping_keys(cassandra_node, run_id):
-    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE, chunk_size_bytes=MiB // 2)
+    io_manager = CassandraIOManager(cassandra=TEST_CASSANDRA, chunk_size_bytes=MiB // 2)
     store = io_manager.store()
     per = store.chunks_per_partition
     n = per + 3  # one full chunk group and part of a second
@@ -150,7 +152,7 @@ def test_exact_key_layout_for_assets_and_partitions(io_manager):
 
 
 def test_outputs_of_one_run_spread_over_partitions_each_within_a_chunk_group(cassandra_node, run_id):
-    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE, chunk_size_bytes=256 * 1024)
+    io_manager = CassandraIOManager(cassandra=TEST_CASSANDRA, chunk_size_bytes=256 * 1024)
     store = io_manager.store()
     group_bytes = store.chunks_per_partition * store.chunk_size
     for i in range(6):  # six outputs of 2.5 chunk groups each
@@ -349,7 +351,7 @@ def test_table_of_the_previous_layout_gives_a_typed_error(cassandra_node):
 
 
 def test_ttl_expiry_gives_the_expired_error(cassandra_node, run_id):
-    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE, ttl_seconds=2)
+    io_manager = CassandraIOManager(cassandra=TEST_CASSANDRA, ttl_seconds=2)
     out_ctx = build_output_context(step_key="short_lived", name="result", run_id=run_id)
     io_manager.handle_output(out_ctx, list(range(1000)))
     assert io_manager.load_input(build_input_context(upstream_output=out_ctx)) == list(range(1000))
@@ -416,7 +418,7 @@ def test_inline_data_corrupted_in_place_is_detected(io_manager, run_id, value):
 
 
 def test_object_over_maximum_is_refused_and_previous_kept(cassandra_node, run_id):
-    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE, max_object_bytes=MiB)
+    io_manager = CassandraIOManager(cassandra=TEST_CASSANDRA, max_object_bytes=MiB)
     round_trip(io_manager, run_id, b"ok", step="capped")
     with pytest.raises(ObjectTooLargeError, match="over the configured maximum of 1,048,576 bytes"):
         io_manager.handle_output(build_output_context(step_key="capped", name="result", run_id=run_id), b"x" * (2 * MiB))
@@ -424,13 +426,11 @@ def test_object_over_maximum_is_refused_and_previous_kept(cassandra_node, run_id
 
 
 def test_fan_out_fan_in_job_on_multiprocess_executor(cassandra_node, dagster_instance):
-    from asgard.pipelines.demo import fan_out_fan_in
+    from tests.jobs import fan_out_fan_in_test_job
 
-    run_config = {
-        "ops": {"make_chunks": {"config": {"chunks": 3, "chunk_mib": 1}}},
-        "resources": {"io_manager": {"config": {"keyspace": TEST_KEYSPACE}}},
-    }
-    with execute_job(reconstructable(fan_out_fan_in), instance=dagster_instance, run_config=run_config) as result:
+    run_config = {"ops": {"make_chunks": {"config": {"chunks": 3, "chunk_mib": 1}}}}
+    with execute_job(reconstructable(fan_out_fan_in_test_job), instance=dagster_instance,
+                     run_config=run_config) as result:
         assert result.success
         stats = result.output_for_node("summarize_chunks")
         step_keys = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}
@@ -441,7 +441,7 @@ def test_fan_out_fan_in_job_on_multiprocess_executor(cassandra_node, dagster_ins
     engine = [e for e in dagster_instance.all_logs(run_id) if e.dagster_event and
               e.dagster_event.event_type_value == "ENGINE_EVENT" and "multiprocess" in e.message.lower()]
     assert engine, "the job did not run on the multiprocess executor"
-    store = CassandraIOManager(keyspace=TEST_KEYSPACE).store()
+    store = CassandraIOManager(cassandra=TEST_CASSANDRA).store()
     paths = store.list_paths(f"run/{run_id}")
     assert paths == sorted([f"make_chunks/result/chunk_{i}" for i in range(3)]
                            + [f"normalize[chunk_{i}]/result" for i in range(3)] + ["summarize_chunks/result"])
@@ -462,13 +462,12 @@ def test_reexecute_from_failure_reads_parent_outputs(cassandra_node, dagster_ins
     flag = tmp_path / "fail-once"
     flag.write_text("1")
     monkeypatch.setenv("ASGARD_TEST_FAIL_FLAG", str(flag))
-    config = {"resources": {"io_manager": {"config": {"keyspace": TEST_KEYSPACE}}}}
-    with execute_job(reconstructable(flaky_job), instance=dagster_instance, run_config=config) as first:
+    with execute_job(reconstructable(flaky_job), instance=dagster_instance) as first:
         assert not first.success
         parent = first.run_id
     flag.unlink()
     options = ReexecutionOptions.from_failure(parent, dagster_instance)
-    with execute_job(reconstructable(flaky_job), instance=dagster_instance, run_config=config,
+    with execute_job(reconstructable(flaky_job), instance=dagster_instance,
                      reexecution_options=options) as second:
         assert second.success
         assert second.output_for_node("consume") == 499500
@@ -481,7 +480,7 @@ def test_purge_sensor_purges_a_succeeded_run_and_its_parent(cassandra_node, dags
 
     from asgard_dagster import make_purge_on_success_sensor
 
-    io_manager = CassandraIOManager(keyspace=TEST_KEYSPACE)
+    io_manager = CassandraIOManager(cassandra=TEST_CASSANDRA)
 
     @op
     def emit() -> list:
@@ -524,7 +523,7 @@ def test_bad_keyspace_or_table_names_fail_the_step_with_a_typed_error(cassandra_
     def emit() -> int:
         return 1
 
-    @job(resource_defs={"io_manager": CassandraIOManager(**{field: value})})
+    @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(**{field: value}))})
     def named():
         emit()
 
@@ -539,8 +538,8 @@ def test_an_unset_envvar_is_named_before_anything_connects(cassandra_node):
     def emit() -> int:
         return 1
 
-    @job(resource_defs={"io_manager": CassandraIOManager(password=EnvVar("ASGARD_TEST_NEVER_SET"),
-                                                          username=EnvVar("ASGARD_TEST_NEVER_SET"))})
+    @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(
+        password=EnvVar("ASGARD_TEST_NEVER_SET"), username=EnvVar("ASGARD_TEST_NEVER_SET")))})
     def needs_secret():
         emit()
 

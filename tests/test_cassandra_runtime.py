@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from asgard_dagster import CassandraIOManager
+from asgard_dagster import CassandraIOManager, CassandraResource
 from asgard.resources.cassandra import CassandraCluster, CassandraNode
 from asgard.resources.cassandra.config import base_config, render_config, token_for
 from asgard.resources.cassandra.nodetool import ring_status
@@ -299,13 +299,13 @@ def test_a_live_session_survives_a_node_restart(node2):
 
 
 def test_stopped_server_gives_unreachable_error(node2):
-    io = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down", connect_timeout=2.0,
-                            ride_through_seconds=2.0)
+    io = CassandraIOManager(cassandra=CassandraResource(contact_points=["127.0.0.2"], keyspace="asgard_down",
+                                                        connect_timeout=2.0, ride_through_seconds=2.0))
     io.store().put(ObjectKey.for_run("r", "s", "o"), 1)  # reachable while up
     node2.stop()
     try:
-        fresh = CassandraIOManager(contact_points=["127.0.0.2"], keyspace="asgard_down2", connect_timeout=2.0,
-                                   ride_through_seconds=2.0)
+        fresh = CassandraIOManager(cassandra=CassandraResource(contact_points=["127.0.0.2"], keyspace="asgard_down2",
+                                                               connect_timeout=2.0, ride_through_seconds=2.0))
         with pytest.raises(StoreUnavailableError, match=r"Cassandra is unreachable at 127.0.0.2:9042.*asgard cassandra up"):
             fresh.store().put(ObjectKey.for_run("r", "s", "o"), 1)
     finally:

@@ -46,7 +46,7 @@ def env_credentials(secure_node, monkeypatch):
 def _io_manager(**overrides) -> CassandraIOManager:
     fields = dict(contact_points=[ADDRESS], keyspace=KEYSPACE, ssl_ca_file=EnvVar("ASGARD_TEST_CASSANDRA_CA"),
                   username=EnvVar("ASGARD_TEST_CASSANDRA_USER"), password=EnvVar("ASGARD_TEST_CASSANDRA_PASSWORD"))
-    return CassandraIOManager(**{**fields, **overrides})
+    return CassandraIOManager(cassandra=CassandraResource(**{**fields, **overrides}))
 
 
 def test_job_stores_and_reads_outputs_over_tls_with_envvar_credentials(env_credentials, dagster_instance):

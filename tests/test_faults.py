@@ -163,12 +163,13 @@ def test_a_full_disk_fails_the_step_with_a_typed_error_and_keeps_what_was_stored
         nearly_full_node, monkeypatch, dagster_instance):
     from dagster import EnvVar, job, op
 
-    from asgard_dagster import CassandraIOManager
+    from asgard_dagster import CassandraIOManager, CassandraResource
     from asgard.resources.stores import StoreFullError
 
     monkeypatch.setenv("ASGARD_TEST_PIPELINE_PASSWORD", "pipeline-secret")
-    io_manager = CassandraIOManager(contact_points=["127.0.0.10"], keyspace="asgard_full", username="pipeline",
-                                    password=EnvVar("ASGARD_TEST_PIPELINE_PASSWORD"))
+    io_manager = CassandraIOManager(cassandra=CassandraResource(
+        contact_points=["127.0.0.10"], keyspace="asgard_full", username="pipeline",
+        password=EnvVar("ASGARD_TEST_PIPELINE_PASSWORD")))
     store = CassandraObjectStore(contact_points=["127.0.0.10"], keyspace="asgard_full", username="pipeline",
                                  password="pipeline-secret")
     kept = ObjectKey.for_run("before", "step", "result")

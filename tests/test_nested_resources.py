@@ -1,7 +1,8 @@
 """Connection resources nested in the IO managers, the Dagster way (``CassandraIOManager(
 cassandra=CassandraResource(...))``, ``RedisIOManager(redis=...)``, ``S3IOManager(s3=...)``), the
-deprecated flat form, and what connects through an IO manager (``connection()``, the purge
-sensor, the retune job), in real runs against the local servers.
+flat form of earlier releases refused with a typed error naming the nested one, and what connects
+through an IO manager (``connection()``, the purge sensor, the retune job), in real runs against
+the local servers.
 """
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import warnings
 
 import pytest
 from dagster import (
-    EnvVar, asset, build_run_status_sensor_context, execute_job, job, materialize, op, reconstructable,
+    DagsterInvalidConfigError, DagsterInvalidDefinitionError, EnvVar, asset, build_run_status_sensor_context,
+    execute_job, job, materialize, op, reconstructable,
 )
 
 from asgard_dagster import (
-    CassandraIOManager, CassandraResource, ConnectionFieldsConflictError, RedisIOManager, RedisResource,
+    CassandraIOManager, CassandraResource, FlatConnectionFieldsError, RedisIOManager, RedisResource,
     S3IOManager, S3StoreResource, make_purge_on_success_sensor,
 )
 from asgard.resources.stores import ObjectKey
@@ -86,44 +88,72 @@ def test_materialize_through_a_nested_resource(connection):
     backend, fields, uri = connection
     manager_cls, field, resource_cls = MANAGERS[backend]
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # the nested form is not deprecated
+        warnings.simplefilter("error")  # no warning of ours, nor of Dagster's, on the nested form
         io_manager = manager_cls(**{field: resource_cls(**fields)}, ttl_seconds=3600)
     assert io_manager.connection().connection_kwargs() == resource_cls(**fields).connection_kwargs()
+    assert io_manager.connection_settings() == (backend, resource_cls(**fields).connection_kwargs())
     _materialize_and_check(io_manager, resource_cls(**fields), uri)
 
 
-@pytest.mark.parametrize("connection", list(MANAGERS), indirect=True)
-def test_flat_connection_fields_still_work_and_warn(connection):
-    backend, fields, uri = connection
-    manager_cls, field, resource_cls = MANAGERS[backend]
-    with pytest.warns(DeprecationWarning, match=rf"is deprecated: give the connection as "
-                                                rf"{manager_cls.__name__}\({field}={resource_cls.__name__}\("):
-        io_manager = manager_cls(**fields, ttl_seconds=3600)
-    # the same connection as the nested form
-    assert io_manager.connection().connection_kwargs() == resource_cls(**fields).connection_kwargs()
-    _materialize_and_check(io_manager, resource_cls(**fields), uri)
+#: connection fields given flat, as earlier releases took them (S3's endpoint_url=None meant AWS itself)
+FLAT = [
+    ("cassandra", {"contact_points": ["cass1"], "keyspace": "elsewhere", "port": 9043}),
+    ("redis", {"host": "redis.internal", "password": EnvVar("REDIS_PASSWORD")}),
+    ("s3", {"endpoint_url": None, "bucket": "my-bucket"}),
+]
 
 
-@pytest.mark.parametrize("backend,flat", [
-    ("cassandra", {"keyspace": "elsewhere", "port": 9043}),
-    ("redis", {"host": "redis.internal"}),
-    ("s3", {"bucket": "other-bucket"}),
-])
-def test_nested_and_flat_together_is_a_typed_error_saying_what_to_keep(backend, flat):
+@pytest.mark.parametrize("backend,flat", FLAT)
+def test_flat_connection_fields_are_a_typed_error_naming_the_nested_form(backend, flat):
+    # Dagster alone ignores a keyword that is not a field: the IO manager would reach the defaults
     manager_cls, field, resource_cls = MANAGERS[backend]
-    with pytest.raises(ConnectionFieldsConflictError) as info:
-        manager_cls(**{field: resource_cls()}, **flat)
+    name, resource = manager_cls.__name__, resource_cls.__name__
+    with pytest.raises(FlatConnectionFieldsError) as info:
+        manager_cls(**flat, ttl_seconds=3600)
+    assert isinstance(info.value, DagsterInvalidDefinitionError) and isinstance(info.value, TypeError)
     message = str(info.value)
-    assert f"keep {field}=" in message and all(name in message for name in flat)
-    in_resource_order = [k for k in resource_cls.model_fields if k in flat]
-    assert f"{field}={resource_cls.__name__}(" + ", ".join(f"{k}=..." for k in in_resource_order) + ")" in message
+    moved = ", ".join(f"{k}=..." for k in flat)  # in the order given
+    assert f"write {name}({field}={resource}({moved}), ...), not {name}({moved}, ...)" in message
+    assert "ttl_seconds" in message  # the IO manager's own fields stay on it
+    assert "REDIS_PASSWORD" not in message and "elsewhere" not in message  # names only, never values
+    # what the message says to write works, with the same values
+    io_manager = manager_cls(**{field: resource_cls(**flat)}, ttl_seconds=3600)
+    assert io_manager.connection_settings() == (backend, resource_cls(**flat).connection_kwargs())
+
+
+@pytest.mark.parametrize("backend,flat", FLAT)
+def test_nested_and_flat_together_is_the_same_error_saying_where_they_go(backend, flat):
+    manager_cls, field, resource_cls = MANAGERS[backend]
+    with pytest.raises(FlatConnectionFieldsError) as info:
+        manager_cls(**{field: resource_cls()}, **flat)
+    assert f"you gave {field}= too: put {', '.join(flat)} inside it" in str(info.value)
+
+
+@pytest.mark.parametrize("backend,flat", FLAT)
+def test_flat_connection_fields_in_a_run_config_are_refused_by_dagster(backend, flat):
+    # the run's config of the IO manager takes its own fields only: Dagster names the entry
+    manager_cls, _, resource_cls = MANAGERS[backend]
+    assert not set(manager_cls.model_fields) & set(resource_cls.model_fields)
+    config = {k: v for k, v in flat.items() if v is not None and not isinstance(v, EnvVar)}
+
+    @op
+    def one() -> int:
+        return 1
+
+    @job(resource_defs={"io_manager": manager_cls()})
+    def flat_in_config():
+        one()
+
+    entry = next(iter(config))
+    with pytest.raises(DagsterInvalidConfigError, match=rf"unexpected config entr(y|ies).*{entry}.*io_manager"):
+        flat_in_config.execute_in_process(run_config={"resources": {"io_manager": {"config": config}}})
 
 
 @pytest.mark.parametrize("backend", list(MANAGERS))
 def test_defaults_without_either_form_reach_the_local_server(all_servers, backend):
     manager_cls, _, resource_cls = MANAGERS[backend]
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
+        warnings.simplefilter("error")
         io_manager = manager_cls()
     assert io_manager.connection().connection_kwargs() == resource_cls().connection_kwargs()
     io_manager.store().ping()
@@ -195,11 +225,3 @@ def test_purge_sensor_and_connection_use_the_nested_resource(cassandra_node, dag
                                            dagster_run=result.dagster_run,
                                            dagster_event=result.get_run_success_event()))
     assert store.list_paths(f"run/{result.run_id}") == []
-
-
-def test_a_flat_none_that_means_something_is_kept():
-    # S3IOManager(endpoint_url=None) meant AWS S3 itself before the nested form: it still does
-    with pytest.warns(DeprecationWarning):
-        io_manager = S3IOManager(endpoint_url=None, bucket="my-bucket")
-    assert io_manager.flat_connection_fields() == ["endpoint_url", "bucket"]
-    assert io_manager.connection().connection_kwargs()["endpoint_url"] is None

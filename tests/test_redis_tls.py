@@ -7,7 +7,7 @@ import secrets
 import pytest
 from dagster import EnvVar, job, op
 
-from asgard_dagster import RedisIOManager
+from asgard_dagster import RedisIOManager, RedisResource
 from asgard.resources.cassandra.tls import verify_node_certificate
 from asgard.resources.redis import RedisServer
 from asgard.resources.stores import ObjectKey, StoreConfigError, StoreUnavailableError
@@ -28,8 +28,9 @@ def test_a_run_stores_and_reads_over_tls_with_credentials_from_the_environment(t
                                                                                  dagster_instance):
     monkeypatch.setenv("ASGARD_TEST_REDIS_PASSWORD", tls_server.password)
     verify_node_certificate(tls_server.workdir / "tls" / "node.pem", tls_server.ca_file, "127.0.0.1")
-    io_manager = RedisIOManager(port=tls_server.port, password=EnvVar("ASGARD_TEST_REDIS_PASSWORD"),
-                                ssl_ca_file=str(tls_server.ca_file), key_prefix="tls", chunk_size_bytes=256 * 1024)
+    io_manager = RedisIOManager(redis=RedisResource(port=tls_server.port, password=EnvVar("ASGARD_TEST_REDIS_PASSWORD"),
+                                                    ssl_ca_file=str(tls_server.ca_file), key_prefix="tls"),
+                                chunk_size_bytes=256 * 1024)
 
     @op
     def produce() -> bytes:

@@ -272,7 +272,8 @@ def test_unreachable_server_gives_store_unavailable():
 
 # --- Dagster ---------------------------------------------------------------------------------
 def test_io_manager_round_trip_with_built_contexts(redis_server, prefix):
-    manager = RedisIOManager(port=redis_server.port, password=redis_server.password, key_prefix=prefix,
+    manager = RedisIOManager(redis=RedisResource(port=redis_server.port, password=redis_server.password,
+                                                 key_prefix=prefix),
                              chunk_size_bytes=1 * MiB)
     run_id = str(uuid.uuid4())
     frame = pd.DataFrame({"a": np.arange(300_000), "b": np.random.default_rng(0).random(300_000)})
@@ -299,8 +300,8 @@ def test_job_through_redis_io_manager(redis_server, prefix):
     def total(xs):
         return int(xs.sum())
 
-    @job(resource_defs={"io_manager": RedisIOManager(port=redis_server.port, password=redis_server.password,
-                                                      key_prefix=prefix)})
+    @job(resource_defs={"io_manager": RedisIOManager(redis=RedisResource(
+        port=redis_server.port, password=redis_server.password, key_prefix=prefix))})
     def pipeline():
         total(make())
 

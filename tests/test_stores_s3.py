@@ -263,7 +263,8 @@ def test_missing_bucket_and_bad_credentials_are_config_errors(minio_server, make
 
 # --- Dagster --------------------------------------------------------------------------------
 def test_io_manager_round_trip_with_built_contexts(minio_server, prefix):
-    manager = S3IOManager(endpoint_url=minio_server.endpoint, prefix=prefix, chunk_size_bytes=1 * MiB)
+    manager = S3IOManager(s3=S3StoreResource(endpoint_url=minio_server.endpoint, prefix=prefix),
+                          chunk_size_bytes=1 * MiB)
     run_id = str(uuid.uuid4())
     frame = pd.DataFrame({"a": np.arange(300_000), "b": np.random.default_rng(0).random(300_000)})
     out = build_output_context(step_key="make_frame", name="result", run_id=run_id)
@@ -297,7 +298,8 @@ def _pipeline(io_manager):
 
 
 def test_job_through_s3_io_manager(minio_server, prefix):
-    result = _pipeline(S3IOManager(endpoint_url=minio_server.endpoint, prefix=prefix)).execute_in_process()
+    io_manager = S3IOManager(s3=S3StoreResource(endpoint_url=minio_server.endpoint, prefix=prefix))
+    result = _pipeline(io_manager).execute_in_process()
     assert result.success and result.output_for_node("total") == 999_999 * 1_000_000 // 2
     resource = S3StoreResource(endpoint_url=minio_server.endpoint, prefix=prefix)
     assert resource.get_store().list_paths(f"run/{result.run_id}") == ["make/result", "total/result"]

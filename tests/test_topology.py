@@ -28,10 +28,10 @@ def test_lightgbm_forest_broadcasts_the_pca_output():
 
 
 def test_history_gives_degrees_and_sizes(cassandra_node, dagster_instance):
-    from asgard.pipelines.demo import fan_out_fan_in
+    from tests.jobs import fan_out_fan_in_test_job
 
-    config = {"ops": {"make_chunks": {"config": {"chunks": 3, "chunk_mib": 1}}},
-              "resources": {"io_manager": {"config": {"keyspace": TEST_KEYSPACE}}}}
+    fan_out_fan_in = fan_out_fan_in_test_job()  # the demo on the test keyspace
+    config = {"ops": {"make_chunks": {"config": {"chunks": 3, "chunk_mib": 1}}}}
     assert fan_out_fan_in.execute_in_process(run_config=config, instance=dagster_instance).success
     topo = analyze_with_history(fan_out_fan_in, dagster_instance)
     scatter = next(s for s in topo.stages if s.kind == "scatter")

@@ -330,10 +330,13 @@ def test_cli_recommend_writes_a_config_the_node_accepts(tmp_path):
     file_doc = yaml.safe_load(out.read_text())
     assert set(file_doc) >= {"knobs", "yaml_overrides", "table_options", "live", "keyspace", "client"}
     assert file_doc["client"] == cfg.client_options()
-    from asgard_dagster import CassandraIOManager
+    from asgard_dagster import CassandraIOManager, CassandraResource
 
-    io = CassandraIOManager(**file_doc["io_manager"])  # the client side, as IO manager fields
+    # the client side, as the IO manager's fields and its nested connection's durable_writes
+    own = {k: v for k, v in file_doc["io_manager"].items() if k != "cassandra"}
+    io = CassandraIOManager(**own, cassandra=CassandraResource(**file_doc["io_manager"]["cassandra"]))
     assert io.concurrency == cfg["client_in_flight"] and io.chunk_size_bytes == cfg["client_chunk_kib"] * 1024
+    assert io.connection().durable_writes == cfg["durable_writes"]
     from asgard.tuner.node import TunerNode
 
     node = TunerNode(index=5, workdir=tmp_path / "n")

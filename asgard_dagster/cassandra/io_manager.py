@@ -1,7 +1,7 @@
 """``CassandraIOManager``: op outputs in Cassandra, run-scoped, chunked, with TTL."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 # The driver is imported with the package, not inside the first step that writes: Dagster's
 # multiprocess executor preloads the code location in its forkserver, so every step process
@@ -9,11 +9,11 @@ from typing import Optional
 import cassandra.cluster  # noqa: F401
 from pydantic import Field
 
-from ..connection import with_flat_connection_fields
+from ..connection import ConnectionIOManager
 from .resources import CassandraResource
 
 
-class CassandraIOManager(with_flat_connection_fields(CassandraResource, "cassandra")):
+class CassandraIOManager(ConnectionIOManager):
     """Stores each op output (or asset) in Cassandra.
 
     Every output's chunk groups are partitions of their own, so a run's outputs spread over the
@@ -48,12 +48,15 @@ class CassandraIOManager(with_flat_connection_fields(CassandraResource, "cassand
             ttl_seconds=24 * 3600, codec="lz4")})
         # the local node of `asgard cassandra up`: CassandraIOManager()
 
-    The connection fields given flat (``CassandraIOManager(contact_points=[...], keyspace=...)``)
-    still work for this release, with a ``DeprecationWarning``.
+    Connection fields given flat (``CassandraIOManager(keyspace=...)``) raise
+    :class:`~asgard_dagster.FlatConnectionFieldsError`, which names the nested form.
     """
+
+    connection_field: ClassVar[str] = "cassandra"
+    resource_class: ClassVar[type] = CassandraResource
 
     cassandra: Optional[CassandraResource] = Field(
         default=None,
         description="The cluster to store outputs in, as CassandraResource(...). None: the local node "
-        "(127.0.0.1:9042, keyspace 'asgard'), or the deprecated flat connection fields.",
+        "(127.0.0.1:9042, keyspace 'asgard').",
     )

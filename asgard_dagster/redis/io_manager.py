@@ -1,15 +1,15 @@
 """``RedisIOManager``: op outputs in Redis (a baseline), run-scoped, chunked, with TTL."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 from pydantic import Field
 
-from ..connection import with_flat_connection_fields
+from ..connection import ConnectionIOManager
 from .resources import RedisResource
 
 
-class RedisIOManager(with_flat_connection_fields(RedisResource, "redis")):
+class RedisIOManager(ConnectionIOManager):
     """Stores each op output (or asset) in Redis: one key per chunk, written with pipelines,
     committed by a manifest key written last, every key with ``EX ttl_seconds``; a run's keys
     are listed in a per-run index SET, so ``purge_run`` deletes exactly that run's keys.
@@ -39,12 +39,15 @@ class RedisIOManager(with_flat_connection_fields(RedisResource, "redis")):
             ttl_seconds=3600)})
         # the local server of `asgard redis up` (127.0.0.1:6380): RedisIOManager()
 
-    The connection fields given flat (``RedisIOManager(host=..., port=...)``) still work for this
-    release, with a ``DeprecationWarning``.
+    Connection fields given flat (``RedisIOManager(host=..., port=...)``) raise
+    :class:`~asgard_dagster.FlatConnectionFieldsError`, which names the nested form.
     """
+
+    connection_field: ClassVar[str] = "redis"
+    resource_class: ClassVar[type] = RedisResource
 
     redis: Optional[RedisResource] = Field(
         default=None,
         description="The server to store outputs in, as RedisResource(...). None: the local server of "
-        "`asgard redis up` (127.0.0.1:6380), or the deprecated flat connection fields.",
+        "`asgard redis up` (127.0.0.1:6380).",
     )

@@ -3,17 +3,17 @@
 for comparison with the stock Dagster way."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 from pydantic import Field
 
 from asgard.resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials
 
-from ..connection import with_flat_connection_fields
+from ..connection import ConnectionIOManager
 from .resources import S3StoreResource
 
 
-class S3IOManager(with_flat_connection_fields(S3StoreResource, "s3")):
+class S3IOManager(ConnectionIOManager):
     """Stores each op output (or asset) in an S3 bucket: one object per chunk, PUT on a bounded
     pool of threads, committed by ``manifest.json`` written last (a single PUT is atomic).
 
@@ -48,14 +48,17 @@ class S3IOManager(with_flat_connection_fields(S3StoreResource, "s3")):
             chunk_size_bytes=8 << 20)})
         # the local MinIO of `asgard minio up` (http://127.0.0.1:9000, bucket 'asgard'): S3IOManager()
 
-    The connection fields given flat (``S3IOManager(endpoint_url=..., bucket=...)``) still work for
-    this release, with a ``DeprecationWarning``.
+    Connection fields given flat (``S3IOManager(endpoint_url=..., bucket=...)``) raise
+    :class:`~asgard_dagster.FlatConnectionFieldsError`, which names the nested form.
     """
+
+    connection_field: ClassVar[str] = "s3"
+    resource_class: ClassVar[type] = S3StoreResource
 
     s3: Optional[S3StoreResource] = Field(
         default=None,
         description="The bucket to store outputs in, as S3StoreResource(...). None: the local MinIO of "
-        "`asgard minio up` (bucket 'asgard'), or the deprecated flat connection fields.",
+        "`asgard minio up` (bucket 'asgard').",
     )
 
 
