@@ -120,6 +120,6 @@ def sample_3day(context: dg.AssetExecutionContext, daily_sample) -> dict:
 
 ASSETS = [demo_chunk, demo_summary, corpus_split, split_word_counts, word_counts, word_counts_rolling,
           daily_sample, sample_3day]
-#: the map side of word count, partition by partition, under the multiprocess executor
-word_count_map_job = dg.define_asset_job("word_count_map", selection=[corpus_split, split_word_counts],
-                                         partitions_def=SPLITS)
+#: the map side of word count, partition by partition, under the multiprocess executor (its
+#: partitions, SPLITS, are the selected assets')
+word_count_map_job = dg.define_asset_job("word_count_map", selection=[corpus_split, split_word_counts])
