@@ -14,10 +14,6 @@ Usage (``airflow.cfg``, or the same settings as environment variables)::
     ttl_seconds = 604800           # every stored object expires (0 is refused)
     conn_id = asgard_store         # optional: username/password and extras from this connection
 
-    $ export AIRFLOW__CORE__XCOM_BACKEND=asgard_airflow.CassandraXComBackend
-    $ export AIRFLOW__ASGARD__KEYSPACE=airflow_xcom
-    $ export AIRFLOW__ASGARD__SIGNING_KEY="$(cat /run/secrets/xcom-key)"   # secrets: environment or conn_id
-
 With no settings it reaches the local Cassandra node (127.0.0.1:9042, keyspace ``asgard``), as
 the Dagster ``CassandraIOManager()`` does. Tasks need no change: ``return big_array``, and the
 downstream task's argument is the array, of the type it was returned with.
@@ -158,12 +154,6 @@ class Settings:
         return kwargs
 
 
-def _conf():
-    from airflow.sdk.configuration import conf
-
-    return conf
-
-
 def _get(conf, name: str, fallback: str | None = None) -> str | None:
     value = conf.get(SECTION, name, fallback=fallback)
     return value.strip() if isinstance(value, str) else value
@@ -217,7 +207,8 @@ def read_settings() -> Settings:
     """The ``[asgard]`` settings as Airflow's configuration gives them (airflow.cfg, AIRFLOW__ASGARD__*),
     read once per process, as common-io's backend reads its own (a task reads them at every push
     and pull); ``read_settings.cache_clear()`` makes the next call read them again."""
-    conf = _conf()
+    from airflow.sdk.configuration import conf
+
     backend = (_get(conf, "backend", "cassandra") or "cassandra").lower()
     if backend not in BACKENDS:
         raise XComBackendConfigError(f"[{SECTION}] backend = {backend!r} is not one of {', '.join(BACKENDS)} "
@@ -230,12 +221,9 @@ def read_settings() -> Settings:
         raise XComBackendConfigError(
             f"[{SECTION}] ttl_seconds = {numbers['ttl_seconds']}: every stored XCom value needs a lifetime (seconds, "
             "over 0). Keep it longer than a DAG run may wait before a downstream task or a retry reads it.")
-    if numbers["threshold_bytes"] < -1:
-        raise XComBackendConfigError(f"[{SECTION}] threshold_bytes must be -1 (never store) or 0 or more, "
-                                     f"got {numbers['threshold_bytes']}")
-    if numbers["object_concurrency"] < 1:
-        raise XComBackendConfigError(f"[{SECTION}] object_concurrency must be 1 or more, "
-                                     f"got {numbers['object_concurrency']}")
+    for name, least in (("threshold_bytes", -1), ("object_concurrency", 1)):  # threshold -1: never store
+        if numbers[name] < least:
+            raise XComBackendConfigError(f"[{SECTION}] {name} must be {least} or more, got {numbers[name]}")
     options = {}
     for name, kind in _BACKEND_OPTIONS[backend].items():
         raw = _get(conf, name)
@@ -395,10 +383,6 @@ def _decode(value: Any, manifest) -> Any:
     return deserialize(json.loads(value))
 
 
-def _type_name(value: Any) -> str:
-    return f"{type(value).__module__}.{type(value).__qualname__}"
-
-
 #: the length Airflow will map a value over, while ``set`` serializes it (None: not mapped over)
 _mapping = threading.local()
 
@@ -503,7 +487,7 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
            "path": base.path, "bytes": sum(m.size for m in manifests),
            "stored_bytes": sum(m.stored_bytes for m in manifests), "codec": store.codec.name,
            "format": formats[0] if len(set(formats)) == 1 else "mixed", "signed": store.signer is not None,
-           "python_type": _type_name(value), "created_at": _iso(created),
+           "python_type": f"{type(value).__module__}.{type(value).__qualname__}", "created_at": _iso(created),
            "expires_at": _iso(created + store.ttl_seconds), **where}
     if per_item:
         ref.update(items=len(manifests), item_bytes=[m.size for m in manifests],
@@ -570,9 +554,6 @@ class StoredSequence(Sequence):
         if i not in self._cache:
             self._cache[i] = self._load(i)
         return self._cache[i]
-
-    def __repr__(self) -> str:
-        return f"<StoredSequence of {len(self)} items at {self._ref['uri']}>"
 
 
 def _load_items(ref: dict) -> list | tuple:

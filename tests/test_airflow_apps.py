@@ -51,6 +51,10 @@ def run_app(home, store, app: str):
     if not is_reference(final):  # a small result stays in Airflow's row, as Airflow would keep it
         return rows, final
     value, _ = store.get(ObjectKey(final["scope"], final["path"]))
+    if final["format"] == "json":  # plain data is stored as JSON in Airflow's serialization: parsed as Airflow does
+        from airflow.sdk.serde import deserialize
+
+        value = deserialize(json.loads(value))
     return rows, value
 
 

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 from asgard.resources.stores.base import ObjectKey
-from asgard.resources.stores.registry import open_store
 
 from .test_airflow_xcom import BIN, KEYSPACE, _reference, airflow_home, dags_test, store, xcom_rows  # noqa: F401
 
