@@ -290,6 +290,43 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
     check_outputs(store, [held])
 
 
+def test_a_put_rides_through_a_member_that_stops_answering(ring, caplog):
+    """A member's JVM stalls (its system.log: "local pause" of 6-14 s as it starts under load, once
+    with its CQL port open) while its connections stay open: a request sent to it times out on the
+    client (``OperationTimedOut``; a prepare's timeout is the session's 10 s), and that failed the
+    put at once, though the other replica was live. A fresh store (a step process) prepares its
+    two statements one after the other, and the driver's round robin sends one of them to the
+    stalled member: the put now sends it again, and succeeds."""
+    import logging
+    import os
+    import signal
+
+    from tests.rolling_app_job import piece
+
+    def fresh_store():
+        return CassandraObjectStore(contact_points=RING, keyspace=KEYSPACE_RF2, replication_factor=2)
+
+    fresh_store().put(ObjectKey.for_run("stall", "warm"), piece(1, 0))  # the session, both members up
+    stalled = ring.nodes[0].pid()
+    resume = threading.Timer(20.0, os.kill, (stalled, signal.SIGCONT))
+    caplog.set_level(logging.ERROR, logger="cassandra.cluster")
+    os.kill(stalled, signal.SIGSTOP)
+    resume.start()
+    try:
+        t0 = time.monotonic()
+        key = ObjectKey.for_run("stall", "scatter", "result", "0")
+        store = fresh_store()
+        store.put(key, piece(7, 0))  # 1.5 MiB: no early path, its statements prepared first
+        seconds = time.monotonic() - t0
+    finally:
+        resume.cancel()
+        os.kill(stalled, signal.SIGCONT)
+    timed_out = [r for r in caplog.records if r.exc_info and type(r.exc_info[1]).__name__ == "OperationTimedOut"]
+    assert timed_out and seconds >= 10, (seconds, caplog.text)  # a prepare met the stalled member
+    value, _ = store.get(key)
+    assert np.array_equal(value, piece(7, 0))
+
+
 # --- the parts, without servers ------------------------------------------------------------
 def test_a_ring_member_is_rebuilt_as_it_was_launched(tmp_path):
     """The retune job restarts members another process started: rebuilt from the launch record,

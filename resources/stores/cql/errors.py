@@ -52,18 +52,22 @@ def is_reconnecting(exc: BaseException) -> bool:
     that is down or draining: ``Unavailable`` (fewer replicas alive than the consistency needs,
     even after :class:`RideThroughRetryPolicy` lowered it: replication factor 1 with its one
     replica restarting) or a ``Read``/``WriteTimeout`` (a replica that stopped answering as it
-    drained). Every statement here is idempotent (an INSERT of the same cells, a DELETE), so it
+    drained), or a node that stopped answering at all: ``OperationTimedOut``, the driver's own
+    timeout (a prepare's is the session's 10 s), on a connection that stays open while the node's
+    JVM stalls. Every statement here is idempotent (an INSERT of the same cells, a DELETE), so it
     is safe to send again, for ``ride_through_seconds`` at most."""
-    from cassandra import ReadTimeout, Unavailable, WriteTimeout
+    from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
     from cassandra.cluster import NoHostAvailable
     from cassandra.connection import ConnectionException
     from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
-    if isinstance(exc, (ConnectionException, Unavailable, ReadTimeout, WriteTimeout)):
+    # A ring member's JVM stalls 6-14 s under load ("local pause" in its system.log, once with its
+    # CQL port open) and keeps its connections open: a prepare sent to it times out at 10 s
+    if isinstance(exc, (ConnectionException, Unavailable, ReadTimeout, WriteTimeout, OperationTimedOut)):
         return True
     # A draining node answers "Server is shutting down" as Overloaded (code 1001) before it closes
     # the socket (a CI run failed on exactly that); a starting one answers IsBootstrapping.
-    transient = (ConnectionException, OSError, OverloadedErrorMessage, IsBootstrappingErrorMessage)
+    transient = (ConnectionException, OSError, OverloadedErrorMessage, IsBootstrappingErrorMessage, OperationTimedOut)
     return isinstance(exc, NoHostAvailable) and all(
         isinstance(e, transient) for e in (exc.errors or {}).values())
 
