@@ -1,58 +1,42 @@
 """An Airflow 3 XCom backend that keeps large task results in Apache Cassandra (or Redis, S3, a
-local directory): chunked, checksummed, optionally signed, every object with a TTL.
-
-Usage (``airflow.cfg``, or the same settings as environment variables)::
+local directory): chunked, checksummed, optionally signed, every object with a TTL::
 
     [core]
     xcom_backend = asgard_airflow.CassandraXComBackend
-
     [asgard]
     backend = cassandra            # cassandra | redis | s3 | local
     contact_points = 10.0.0.5,10.0.0.6
     keyspace = airflow_xcom
-    threshold_bytes = 65536        # values up to this (as JSON) stay in Airflow's own table; -1: all of them
+    threshold_bytes = 65536        # values up to this (as JSON) stay in Airflow's table; -1: all of them
     ttl_seconds = 604800           # every stored object expires (0 is refused)
     conn_id = asgard_store         # optional: username/password and extras from this connection
 
-With no settings it reaches the local Cassandra node (127.0.0.1:9042, keyspace ``asgard``), as
-the Dagster ``CassandraIOManager()`` does. Tasks need no change: ``return big_array``, and the
-downstream task's argument is the array, of the type it was returned with.
+With no settings it reaches the local node (127.0.0.1:9042, keyspace ``asgard``). Tasks need no
+change: the downstream task's argument is the value, of the type it was returned with.
 
-What goes where:
-
-* A value whose Airflow serialization (JSON) is at most ``threshold_bytes`` stays in Airflow's
-  xcom row as Airflow would store it (``-1``: every value, as common-io's backend). A larger one
-  is stored, and the row (what the UI shows) holds a small JSON reference: :data:`REFERENCE_MARKER`,
-  ``uri``, ``bytes``, ``format``, ``checksum``, ``expires_at``, the DAG, run, task, map index, key.
+* A value over ``threshold_bytes`` (as Airflow's JSON) is stored, and the row (what the UI shows)
+  holds a small JSON reference (:data:`REFERENCE_MARKER`, ``uri``, ``bytes``, ``format``,
+  ``checksum``, ``expires_at``, the DAG, run, task, map index and key).
 * Plain data (str, numbers, bools, None, lists, tuples, sets, dicts with str keys) is stored as
-  UTF-8 JSON in Airflow's own serialization, which any language reads (``format: json``);
-  anything else (bytes, arrays, objects) as a pickle (``pickle``), signed when a key is set.
-* Every push is a new object: scope ``airflow/<dag_id>/<run_id>`` (one per DAG run), path
-  ``<task_id>/<map_index>/<key>/<push>`` (``-1`` unmapped; ``<push>`` 32 time-ordered hex digits),
-  so an older row reads its own value until purged. Without its DAG, run, task or key
-  (``serialize_value(v)`` alone) a value is stored under ``NO_DAG_ID``, ``NO_RUN_ID``,
-  ``NO_TASK_ID``, ``NO_KEY``, as common-io's backend does.
-* A list or tuple that a downstream ``.expand()`` maps over is stored per element
-  (``<path>/<i>``): a mapped instance reads only its element; a task taking the whole value gets
-  a list (or tuple), read ``object_concurrency`` elements at a time. A fan-in iterating a mapped
-  task's values reads the next ones ahead, as many at a time.
-* A marker per run in scope ``airflow-runs`` (``<dag_id>/<run_id>``) is the index ``asgard airflow
-  purge`` walks after ``airflow db clean``. :meth:`CassandraXComBackend.purge` (a cleared or retried
-  task instance running again) deletes exactly the objects a row names; the TTL ends the rest.
-* A missing, expired, corrupt or altered object (checksum, signature, or not the one the row
-  recorded) fails the read with a typed error (:mod:`asgard_airflow.errors`) naming the task, key
-  and run. A value (or element) over ``max_object_bytes`` fails before anything is written.
+  UTF-8 JSON in Airflow's own serialization (``format: json``); the rest (bytes, arrays, objects)
+  as a pickle (``pickle``), signed when a signing key is set.
+* Every push is a new object: scope ``airflow/<dag_id>/<run_id>``, path
+  ``<task_id>/<map_index>/<key>/<push>`` (``<push>``: 32 time-ordered hex digits), so an older row
+  reads its own value until purged; outside a task, ``NO_DAG_ID``/``NO_RUN_ID``/``NO_TASK_ID``/
+  ``NO_KEY`` (as common-io's backend). A marker per run (scope ``airflow-runs``) is the index
+  ``asgard airflow purge`` walks; :meth:`CassandraXComBackend.purge` deletes exactly a row's objects.
+* A list or tuple that ``.expand()`` maps over is stored per element (``<path>/<i>``): a mapped
+  instance reads only its element, a task taking the whole value gets a list (or tuple), read
+  ``object_concurrency`` elements at a time; a fan-in over a mapped task's values reads ahead.
+* A missing, expired, corrupt or altered object fails the read with a typed error
+  (:mod:`asgard_airflow.errors`); a value (or element) over ``max_object_bytes`` fails before
+  anything is written.
 
-Settings (section ``[asgard]``; ``AIRFLOW__ASGARD__<NAME>``), read once per process
-(:func:`read_settings`; ``read_settings.cache_clear()`` reads them again): ``backend``,
-``threshold_bytes`` (65536), ``ttl_seconds`` (7 days), ``max_object_bytes`` (2 GiB), ``codec``
-(none|lz4|zstd), ``chunk_size_bytes`` (backend default), ``object_concurrency`` (8), ``conn_id``;
-per backend ``contact_points``, ``port``, ``keyspace``, ``table``, ``ssl_ca_file`` (cassandra);
-``host``, ``port``, ``db``, ``key_prefix`` (redis); ``endpoint_url``, ``bucket``, ``prefix``,
-``region`` (s3); ``root`` (local). Secrets never come from code: ``username``, ``password`` and
-``signing_key`` are read from the environment (``AIRFLOW__ASGARD__USERNAME`` ...) or from the
-connection ``conn_id`` (login, password, and ``signing_key`` in its extra; its host and port, if
-set, as the servers to reach).
+Settings (``[asgard]``, ``AIRFLOW__ASGARD__<NAME>``), read once per process (:func:`read_settings`;
+``read_settings.cache_clear()`` reads them again): ``backend``, ``threshold_bytes``, ``ttl_seconds``,
+``max_object_bytes`` (2 GiB), ``codec``, ``chunk_size_bytes``, ``object_concurrency`` (8),
+``conn_id``, and the backend's options (:data:`_BACKEND_OPTIONS`). ``username``, ``password`` and
+``signing_key`` come from the environment or the connection ``conn_id`` (login, password, extra).
 """
 from __future__ import annotations
 
