@@ -48,9 +48,9 @@ def backend(request, monkeypatch, tmp_path):
     where = {"dag_id": f"semantics_{uuid.uuid4().hex[:8]}", "run_id": "manual__1", "task_id": "produce",
              "key": "return_value"}
     yield SimpleNamespace(name=request.param, where=where, configure=configure, store=lambda: xcom.configured_store())
-    for dag_id in (where["dag_id"], "NO_DAG_ID"):
-        xcom.configured_store().purge_scope(xcom.scope_for_run(dag_id, where["run_id"] if dag_id != "NO_DAG_ID"
-                                                               else "NO_RUN_ID"))
+    for dag_id, run_id in ((where["dag_id"], where["run_id"]), ("NO_DAG_ID", "NO_RUN_ID")):  # values and markers
+        xcom.configured_store().purge_scope(xcom.scope_for_run(dag_id, run_id))
+        xcom.configured_store().delete(xcom.run_marker_key(dag_id, run_id))
     xcom.read_settings.cache_clear()
 
 
