@@ -150,7 +150,7 @@ def test_flat_connection_fields_in_a_run_config_are_refused_by_dagster(backend, 
 
 
 @pytest.mark.parametrize("backend", list(MANAGERS))
-def test_defaults_without_either_form_reach_the_local_server(all_servers, backend):
+def test_without_a_nested_resource_the_defaults_reach_the_local_server(all_servers, backend):
     manager_cls, _, resource_cls = MANAGERS[backend]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
