@@ -1,15 +1,12 @@
 """Typed errors of the Airflow XCom backend.
 
-Each subclasses both :class:`XComStoreError` (it knows the DAG, run, task, map index and XCom
-key) and the store's own error for the same failure, so ``except ObjectMissingError`` written
-against the store catches it too. The message says which task's XCom, where, and what to do.
+Each is an :class:`XComStoreError` (it knows the DAG, run, task, map index and XCom key, and the
+object's ``uri``), raised from the store's own error for the same failure (its ``__cause__``).
+The message says which task's XCom, where, and what to do.
 """
 from __future__ import annotations
 
-from asgard.resources.stores.errors import (
-    CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError, StoreConfigError, StoreError,
-    StoreUnavailableError, TamperedObjectError,
-)
+from asgard.resources.stores.errors import StoreConfigError, StoreError, StoreUnavailableError
 
 
 def describe(where: dict) -> str:
@@ -28,62 +25,59 @@ class XComStoreError(StoreError):
         self.where, self.uri = dict(where), uri
         self.dag_id, self.run_id = where.get("dag_id"), where.get("run_id")
         self.task_id, self.map_index, self.key = where.get("task_id"), where.get("map_index"), where.get("key")
-        Exception.__init__(self, message)
-
-    def __str__(self) -> str:  # KeyError (ObjectMissingError's base) would repr() the message
-        return self.args[0]
+        super().__init__(message)
 
 
 RERUN = "Clear the producing task (and its downstream tasks) so that it runs again and pushes a fresh value."
 
 
-class XComValueMissingError(XComStoreError, ObjectMissingError):
+class XComValueMissingError(XComStoreError):
     """The Airflow row refers to an object the store no longer has: expired, purged, never written."""
 
     def __init__(self, where: dict, uri: str, why: str):
-        self.ttl_seconds = None
-        XComStoreError.__init__(self, f"{describe(where)} is not in the store: no object at {uri} ({why}). {RERUN}",
-                                where, uri)
+        super().__init__(f"{describe(where)} is not in the store: no object at {uri} ({why}). {RERUN}", where, uri)
 
 
-class XComValueCorruptError(XComStoreError, CorruptChunkError, CorruptManifestError):
+class XComValueCorruptError(XComStoreError):
     """The stored object fails its checksums, or is not the object the Airflow row recorded."""
 
     def __init__(self, where: dict, uri: str, detail: str):
-        self.chunk = None
-        XComStoreError.__init__(
-            self, f"{describe(where)} is corrupt in the store at {uri}: {detail.rstrip('.')}. It was refused before being "
+        super().__init__(
+            f"{describe(where)} is corrupt in the store at {uri}: {detail.rstrip('.')}. It was refused before being "
             f"unpickled. {RERUN}", where, uri)
 
 
-class XComValueTamperedError(XComStoreError, TamperedObjectError):
-    """With a signing key: the stored object's signature does not verify, or it is unsigned."""
+class XComValueTamperedError(XComStoreError):
+    """With a signing key: the stored object's signature does not verify, or it is unsigned.
+    ``key_id``: the id of the key this worker verifies with."""
 
     def __init__(self, where: dict, uri: str, detail: str, key_id: str = ""):
         self.key_id = key_id
-        XComStoreError.__init__(
-            self, f"{describe(where)} was refused before being unpickled: {detail.rstrip('.')}. {RERUN}", where, uri)
+        super().__init__(
+            f"{describe(where)} was refused before being unpickled: {detail.rstrip('.')}. {RERUN}", where, uri)
 
 
-class XComValueTooLargeError(XComStoreError, ObjectTooLargeError):
-    """A value is over the store's ``max_object_bytes``: refused before anything was written."""
+class XComValueTooLargeError(XComStoreError):
+    """A value is over the store's ``max_object_bytes``: refused before anything was written.
+    ``size``: its serialized bytes; ``limit``: the setting."""
 
     def __init__(self, where: dict, uri: str, size: int, limit: int):
         self.size, self.limit = size, limit
-        XComStoreError.__init__(
-            self, f"{describe(where)} is {size:,} bytes serialized, over the store's limit of {limit:,} bytes; "
+        super().__init__(
+            f"{describe(where)} is {size:,} bytes serialized, over the store's limit of {limit:,} bytes; "
             "nothing was written. Raise [asgard] max_object_bytes (AIRFLOW__ASGARD__MAX_OBJECT_BYTES), or return "
             "smaller pieces (e.g. map the work with .expand() so that each task returns its part).", where, uri)
 
 
-class XComStoreUnavailableError(XComStoreError, StoreUnavailableError):
-    """The store's server cannot be reached while a task writes or reads an XCom value."""
+class XComStoreUnavailableError(XComStoreError):
+    """The store's server cannot be reached while a task writes or reads an XCom value. ``backend``
+    and ``hint`` are the store's (:class:`~asgard.resources.stores.errors.StoreUnavailableError`)."""
 
     def __init__(self, where: dict, cause: StoreUnavailableError, writing: bool):
         self.backend, self.hint = cause.backend, cause.hint
         verb = "stored" if writing else "read"
-        XComStoreError.__init__(
-            self, f"{describe(where)} cannot be {verb}: {str(cause).rstrip('.')}. The [asgard] settings "
+        super().__init__(
+            f"{describe(where)} cannot be {verb}: {str(cause).rstrip('.')}. The [asgard] settings "
             "(AIRFLOW__ASGARD__BACKEND, __CONTACT_POINTS, __HOST, __PORT, ...) say where the store is; the task "
             "can be retried once it answers.", where, getattr(cause, "where", ""))
 

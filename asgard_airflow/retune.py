@@ -105,7 +105,7 @@ def _tuning_store():
     if settings.backend != "cassandra":
         return None, f"the XCom backend is {settings.backend} ([asgard] backend): no Cassandra to tune"
     options, secrets = dict(settings.store_options), dict(settings.secrets)
-    contact, port = list(options.get("contact_points") or ["127.0.0.1"]), int(options.get("port") or 9042)
+    contact, port = list(settings.option("contact_points")), int(settings.option("port"))
     unreachable = store_unreachable(contact, port)
     if unreachable:
         return None, unreachable
@@ -113,7 +113,7 @@ def _tuning_store():
     if options.get("ssl_ca_file") or secrets.get("username") or entry is None or not entry.secure:
         return configured_store(settings), None
     # no login configured for a secure local node: the DAG manages it, with its own CA and superuser
-    return CassandraObjectStore(**entry.client_options(), keyspace=options.get("keyspace") or "asgard"), None
+    return CassandraObjectStore(**entry.client_options(), keyspace=settings.option("keyspace")), None
 
 
 def jmx_endpoints_for(members: list[str]) -> dict:

@@ -32,11 +32,8 @@ change: the downstream task's argument is the value, of the type it was returned
   (:mod:`asgard_airflow.errors`); a value (or element) over ``max_object_bytes`` fails before
   anything is written.
 
-Settings (``[asgard]``, ``AIRFLOW__ASGARD__<NAME>``), read once per process (:func:`read_settings`;
-``read_settings.cache_clear()`` reads them again): ``backend``, ``threshold_bytes``, ``ttl_seconds``,
-``max_object_bytes`` (2 GiB), ``codec``, ``chunk_size_bytes``, ``object_concurrency`` (8),
-``conn_id``, and the backend's options (:data:`_BACKEND_OPTIONS`). ``username``, ``password`` and
-``signing_key`` come from the environment or the connection ``conn_id`` (login, password, extra).
+Settings: :mod:`asgard_airflow.settings` (``[asgard]``, ``AIRFLOW__ASGARD__<NAME>``; every setting the
+client declares for the backend, secrets from the environment or the connection ``conn_id``).
 """
 from __future__ import annotations
 
@@ -51,53 +48,40 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk.bases.xcom import BaseXCom
 
-from asgard.resources.stores.base import ObjectKey, ObjectStore, new_version, run_bounded
+from asgard.resources.stores.base import ObjectKey, ObjectStore, Serialized, new_version, run_bounded
 from asgard.resources.stores.errors import (
-    CorruptChunkError, CorruptManifestError, ObjectMissingError, StoreError, StoreUnavailableError,
-    TamperedObjectError,
+    CorruptChunkError, CorruptManifestError, ObjectMissingError, SerializationError, StoreError,
+    StoreUnavailableError, TamperedObjectError,
 )
-from asgard.resources.stores.registry import BACKENDS, open_store
-from asgard.resources.stores.serde import PickleSerializer, StreamBytesSerializer
 
 from .errors import (
     XComBackendConfigError, XComStoreUnavailableError, XComValueCorruptError, XComValueMissingError,
     XComValueTamperedError, XComValueTooLargeError, describe,
 )
+from .settings import Settings, configured_store, read_settings
 
 log = logging.getLogger(__name__)
 
-SECTION = "asgard"
+#: the runs whose marker this process wrote (once each)
+_marked_runs: set = set()
 #: the key that marks an Airflow xcom row's value as a reference to a stored object
 REFERENCE_MARKER = "__asgard_xcom__"
 REFERENCE_VERSION = 1
 #: the scope of the per-run markers (``<dag_id>/<run_id>``): outside ``airflow/`` so that no
 #: prefix-based purge of a run can reach it
 RUNS_SCOPE = "airflow-runs"
-DEFAULT_THRESHOLD = 64 * 1024
-DEFAULT_TTL = 7 * 24 * 3600
 #: values read from the store of at least this size get an INFO line in the task's log
 LOGGED_READ_BYTES = 256 << 10
 #: a fan-in's read-ahead holds at most this many bytes of values not yet asked for
 READ_AHEAD_BYTES = 256 << 20
 #: the names a value serialized outside a task is stored under (common-io's backend's)
 PLACEHOLDERS = {"dag_id": "NO_DAG_ID", "run_id": "NO_RUN_ID", "task_id": "NO_TASK_ID", "key": "NO_KEY"}
-
-#: settings passed to the store per backend, and how each is parsed
-_BACKEND_OPTIONS = {
-    "cassandra": {"contact_points": "list", "port": "int", "keyspace": "str", "table": "str", "ssl_ca_file": "str",
-                  "consistency": "str", "replication_factor": "int", "ride_through_seconds": "float"},
-    "redis": {"host": "str", "port": "int", "db": "int", "key_prefix": "str", "ssl_ca_file": "str"},
-    "s3": {"endpoint_url": "str", "bucket": "str", "prefix": "str", "region": "str"},
-    "local": {"root": "str"},
-}
-_SECRETS = ("username", "password", "signing_key")
-
 
 def scope_for_run(dag_id: str, run_id: str) -> str:
     """The store scope of one DAG run: the unit ``asgard airflow purge`` deletes."""
@@ -114,165 +98,6 @@ def object_key(dag_id: str, run_id: str, task_id: str, map_index: int | None, ke
 
 def run_marker_key(dag_id: str, run_id: str) -> ObjectKey:
     return ObjectKey(RUNS_SCOPE, f"{dag_id}/{run_id}")
-
-
-# --- settings -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Settings:
-    backend: str
-    threshold_bytes: int
-    ttl_seconds: int
-    max_object_bytes: int
-    codec: str
-    chunk_size_bytes: int
-    store_options: tuple  # sorted (name, value) pairs passed to the store
-    secrets: tuple  # sorted (name, value) pairs; never logged
-    object_concurrency: int = 8
-
-    def store_kwargs(self) -> dict:
-        kwargs = dict(self.store_options)
-        kwargs.update(dict(self.secrets))
-        kwargs.update(ttl_seconds=self.ttl_seconds, max_object_bytes=self.max_object_bytes, codec=self.codec)
-        if self.chunk_size_bytes:
-            kwargs["chunk_size"] = self.chunk_size_bytes
-        return kwargs
-
-
-def _get(conf, name: str, fallback: str | None = None) -> str | None:
-    value = conf.get(SECTION, name, fallback=fallback)
-    return value.strip() if isinstance(value, str) else value
-
-
-def _parse(name: str, kind: str, raw: str):
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-    except ValueError:
-        raise XComBackendConfigError(f"[{SECTION}] {name} = {raw!r} is not a number "
-                                     f"(AIRFLOW__ASGARD__{name.upper()})") from None
-    if kind == "list":
-        return [p.strip() for p in raw.split(",") if p.strip()]
-    return raw
-
-
-def _connection_secrets(conn_id: str, backend: str) -> dict:
-    """login/password, ``signing_key`` (and other options) from the extra, host/port from an
-    Airflow connection: the task's own way to reach it (supervisor, secrets backends, AIRFLOW_CONN_*)."""
-    from airflow.sdk import Connection
-
-    try:
-        conn = Connection.get(conn_id)
-    except Exception as exc:  # the SDK raises its own not-found type, and others for a backend it cannot reach
-        raise XComBackendConfigError(
-            f"[{SECTION}] conn_id = {conn_id!r}: the connection cannot be read ({type(exc).__name__}: {exc}). "
-            f"Create it (`airflow connections add {conn_id} ...` or AIRFLOW_CONN_{conn_id.upper()}), or unset conn_id."
-        ) from exc
-    out: dict = {}
-    if conn.login:
-        out["username"] = conn.login
-    if conn.password:
-        out["password"] = conn.password
-    extra = conn.extra_dejson or {}
-    for name, value in extra.items():
-        if name in _SECRETS or name in _BACKEND_OPTIONS[backend]:
-            out[name] = value
-    if conn.host:
-        hosts = {"cassandra": "contact_points", "redis": "host", "s3": "endpoint_url", "local": "root"}[backend]
-        out.setdefault(hosts, conn.host.split(",") if backend == "cassandra" else conn.host)
-    if conn.port and "port" in _BACKEND_OPTIONS[backend]:
-        out.setdefault("port", int(conn.port))
-    return out
-
-
-@functools.cache
-def read_settings() -> Settings:
-    """The ``[asgard]`` settings as Airflow's configuration gives them (airflow.cfg, AIRFLOW__ASGARD__*),
-    read once per process, as common-io's backend reads its own (a task reads them at every push
-    and pull); ``read_settings.cache_clear()`` makes the next call read them again."""
-    from airflow.sdk.configuration import conf
-
-    backend = (_get(conf, "backend", "cassandra") or "cassandra").lower()
-    if backend not in BACKENDS:
-        raise XComBackendConfigError(f"[{SECTION}] backend = {backend!r} is not one of {', '.join(BACKENDS)} "
-                                     "(AIRFLOW__ASGARD__BACKEND)")
-    numbers = {}
-    for name, default in (("threshold_bytes", DEFAULT_THRESHOLD), ("ttl_seconds", DEFAULT_TTL),
-                          ("max_object_bytes", 2 << 30), ("chunk_size_bytes", 0), ("object_concurrency", 8)):
-        numbers[name] = _parse(name, "int", _get(conf, name, str(default)))
-    if numbers["ttl_seconds"] <= 0:
-        raise XComBackendConfigError(
-            f"[{SECTION}] ttl_seconds = {numbers['ttl_seconds']}: every stored XCom value needs a lifetime (seconds, "
-            "over 0). Keep it longer than a DAG run may wait before a downstream task or a retry reads it.")
-    for name, least in (("threshold_bytes", -1), ("object_concurrency", 1)):  # threshold -1: never store
-        if numbers[name] < least:
-            raise XComBackendConfigError(f"[{SECTION}] {name} must be {least} or more, got {numbers[name]}")
-    options = {}
-    for name, kind in _BACKEND_OPTIONS[backend].items():
-        raw = _get(conf, name)
-        if raw:
-            options[name] = _parse(name, kind, raw)
-    secrets = {}
-    conn_id = _get(conf, "conn_id")
-    if conn_id:
-        for name, value in _connection_secrets(conn_id, backend).items():
-            (secrets if name in _SECRETS else options)[name] = value
-    for name in _SECRETS:  # the environment wins over the connection: an operator's override
-        value = os.environ.get(f"AIRFLOW__ASGARD__{name.upper()}")
-        if value:
-            secrets[name] = value
-    if backend == "s3":  # the S3 store names its credentials the AWS way
-        for ours, theirs in (("username", "aws_access_key_id"), ("password", "aws_secret_access_key")):
-            if ours in secrets:
-                secrets[theirs] = secrets.pop(ours)
-    if backend == "local":
-        secrets.pop("username", None), secrets.pop("password", None)
-    return Settings(backend, numbers["threshold_bytes"], numbers["ttl_seconds"], numbers["max_object_bytes"],
-                    _get(conf, "codec", "none") or "none", numbers["chunk_size_bytes"],
-                    tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())),
-                    tuple(sorted(secrets.items())), numbers["object_concurrency"])
-
-
-class _PickledFrames(PickleSerializer):
-    """Writes the frames :func:`_encode` made (a value is pickled once, and sized before anything is
-    written); a reader unpickles them as any ``pickle5`` object."""
-
-    def dumps(self, obj):
-        return obj
-
-
-class _JsonBytes(StreamBytesSerializer):
-    """Writes JSON bytes as they are: the manifest says ``stream``, raw bytes any client reads."""
-
-    def dumps(self, obj):
-        return obj
-
-
-_WRITERS = {"pickle": _PickledFrames, "json": _JsonBytes}
-_stores: dict[tuple, ObjectStore] = {}
-_stores_lock = threading.Lock()
-_marked_runs: set = set()
-
-
-def configured_store(settings: Settings | None = None, signed: bool = True, writer: str | None = None) -> ObjectStore:
-    """The store the ``[asgard]`` settings name, one per process and configuration. ``signed=False``
-    opens it without the signing key (tests use it to play an intruder); ``writer`` (``json`` or
-    ``pickle``) one that stores the frames :func:`_encode` made (the same server session)."""
-    settings = settings or read_settings()
-    if not signed:
-        settings = replace(settings, secrets=tuple(p for p in settings.secrets if p[0] != "signing_key"))
-    with _stores_lock:
-        store = _stores.get((settings, writer))
-        if store is None:
-            kwargs = settings.store_kwargs()
-            if "contact_points" in kwargs:
-                kwargs["contact_points"] = list(kwargs["contact_points"])
-            store = open_store(settings.backend, **kwargs)
-            if writer:
-                store.serializer = _WRITERS[writer]()
-            _stores[(settings, writer)] = store
-        return store
 
 
 # --- values and references ---------------------------------------------------------------------
@@ -344,27 +169,24 @@ def _json_form(value: Any) -> Any:
     raise _NotJson
 
 
-_PICKLE = PickleSerializer()
-
-
-def _encode(value: Any) -> tuple[str, list]:
-    """``("json", [UTF-8 JSON])`` for plain data, else ``("pickle", frames)``."""
+def _encode(store: ObjectStore, value: Any) -> Serialized:
+    """Plain data as UTF-8 JSON in Airflow's serde form, else a pickle (signed with a signing key)."""
     if _buffer_bytes(value) is None:
         try:
-            text = json.dumps(_json_form(value), separators=(",", ":"), ensure_ascii=False)
-            return "json", [memoryview(text.encode())]
-        except (_NotJson, RecursionError, ValueError):  # ValueError: a lone surrogate has no UTF-8
+            out = store.serialize(_json_form(value), "json")
+            return replace(out, python_type=f"{type(value).__module__}.{type(value).__qualname__}")
+        except (_NotJson, SerializationError):
             pass
-    return "pickle", _PICKLE.dumps(value)
+    return store.serialize(value, "pickle5")
 
 
 def _decode(value: Any, manifest) -> Any:
-    """A stored object's value: JSON bytes (manifest serializer ``stream``) parsed as Airflow would."""
-    if manifest.serializer != StreamBytesSerializer.name:
+    """A stored object's value: JSON (parsed by the store) read back as Airflow's serde would."""
+    if manifest.serializer != "json":
         return value
     from airflow.sdk.serde import deserialize
 
-    return deserialize(json.loads(value))
+    return deserialize(value)
 
 
 #: the length Airflow will map a value over, while ``set`` serializes it (None: not mapped over)
@@ -451,20 +273,18 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     store = configured_store(settings)
     base = object_key(where["dag_id"], where["run_id"], where["task_id"], where["map_index"], where["key"],
                       new_version())
-    pieces = [_encode(v) for v in value] if per_item else [_encode(value)]
+    pieces = [_encode(store, v) for v in value] if per_item else [_encode(store, value)]
     keys = [ObjectKey(base.scope, f"{base.path}/{i}") for i in range(len(pieces))] if per_item else [base]
-    for okey, (_, frames) in zip(keys, pieces):  # the size guard, before anything (the run's marker too) is written
-        size = sum(memoryview(f).nbytes for f in frames)
-        if size > settings.max_object_bytes:
-            raise XComValueTooLargeError(where, store.uri(okey), size, settings.max_object_bytes)
-    writers = {fmt: configured_store(settings, writer=fmt) for fmt in {fmt for fmt, _ in pieces}}
+    for okey, piece in zip(keys, pieces):  # the size guard, before anything (the run's marker too) is written
+        if piece.size > store.max_object_bytes:
+            raise XComValueTooLargeError(where, store.uri(okey), piece.size, store.max_object_bytes)
     try:
         _mark_run(store, where["dag_id"], where["run_id"])
-        results = list(run_bounded(lambda i: writers[pieces[i][0]].put(keys[i], pieces[i][1]), range(len(keys)),
+        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i]), range(len(keys)),
                                    min(settings.object_concurrency, len(keys))))
     except StoreUnavailableError as exc:
         raise XComStoreUnavailableError(where, exc, writing=True) from exc
-    formats = [fmt for fmt, _ in pieces]
+    formats = ["json" if p.serializer == "json" else "pickle" for p in pieces]
     manifests = [r.manifest for r in results]
     created = manifests[0].created_at if manifests else time.time()
     ref = {REFERENCE_MARKER: REFERENCE_VERSION, "uri": store.uri(base), "backend": store.backend, "scope": base.scope,

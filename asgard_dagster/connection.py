@@ -15,10 +15,9 @@ from dagster import ConfigurableResource, DagsterInvalidDefinitionError
 from .io_manager import StoreIOManager
 
 
-class FlatConnectionFieldsError(DagsterInvalidDefinitionError, TypeError):
+class FlatConnectionFieldsError(DagsterInvalidDefinitionError):
     """An IO manager got connection fields flat (``CassandraIOManager(keyspace=...)``): they are
-    fields of its nested resource (``CassandraIOManager(cassandra=CassandraResource(keyspace=...))``).
-    A ``TypeError`` too, as for any keyword a class does not take."""
+    fields of its nested resource (``CassandraIOManager(cassandra=CassandraResource(keyspace=...))``)."""
 
 
 class ConnectionIOManager(StoreIOManager):

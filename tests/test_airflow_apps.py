@@ -54,7 +54,7 @@ def run_app(home, store, app: str):
     if final["format"] == "json":  # plain data is stored as JSON in Airflow's serialization: parsed as Airflow does
         from airflow.sdk.serde import deserialize
 
-        value = deserialize(json.loads(value))
+        value = deserialize(value)  # the store parsed the JSON (its serializer "json")
     return rows, value
 
 

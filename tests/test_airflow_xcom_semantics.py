@@ -86,11 +86,12 @@ def test_values_come_back_with_their_type_and_plain_data_as_json(backend):
         got = pull(ref)
         assert type(got) is type(value) and got == value
         # plain UTF-8 JSON in the store, in Airflow's own serialization: any JSON parser reads it
-        raw, result = backend.store().get(stored(backend, ref))
-        assert result.manifest.serializer == "stream" and isinstance(raw, bytes)
+        parsed, result = backend.store().get(stored(backend, ref))
+        assert result.manifest.serializer == "json"
+        raw = backend.store().open_stream(stored(backend, ref))[0].read()  # the bytes as stored
         from airflow.sdk.serde import serialize
 
-        assert json.loads(raw.decode("utf-8")) == json.loads(json.dumps(serialize(value)))
+        assert json.loads(raw.decode("utf-8")) == parsed == json.loads(json.dumps(serialize(value)))
     # what JSON cannot carry is pickled: bytes, arrays, int dict keys, NaN, subclasses
     for value in (b"\x01" * 4096, np.arange(1000.0), {1: big}, [float("nan")] * 400, Rows([big])):
         ref = push(value, **backend.where)
@@ -305,8 +306,8 @@ def test_list_and_tuple_mapped_over_keep_their_types_in_a_dag_run(airflow_home, 
     listed, pairs = (_reference(rows[(t, -1, "return_value")]) for t in ("make_list", "make_tuple"))
     assert (listed["items"], listed["python_type"], listed["format"]) == (3, "builtins.list", "json")
     assert (pairs["items"], pairs["python_type"], pairs["format"]) == (3, "builtins.tuple", "json")
-    raw, _ = store.get(ObjectKey(pairs["scope"], pairs["path"] + "/1"))  # an element, as any JSON reader sees it
-    assert json.loads(raw)["__data__"][:2] == ["pair", 1]
+    element = store.open_stream(ObjectKey(pairs["scope"], pairs["path"] + "/1"))[0].read()  # as any JSON reader sees it
+    assert json.loads(element)["__data__"][:2] == ["pair", 1]
 
 
 def test_airflow_tasks_clear_purges_the_cleared_tasks_values(airflow_home, store):

@@ -72,3 +72,38 @@ def test_a_setting_parses_its_text_or_says_which_setting_is_wrong():
         cassandra["port"].parse("ninety")
     with pytest.raises(StoreConfigError, match="ssl_verify_hostname = 'maybe': say true or false"):
         cassandra["ssl_verify_hostname"].parse("maybe")
+
+
+def _non_default_text(setting) -> tuple[str, object]:
+    """A text for the setting that is not its default, and the value it parses to."""
+    if setting.kind == "int":
+        return str((setting.default or 0) + 7), (setting.default or 0) + 7
+    if setting.kind == "float":
+        return "12.5", 12.5
+    if setting.kind == "bool":
+        return ("false", False) if setting.default else ("true", True)
+    if setting.kind == "list":
+        return "10.0.0.5, 10.0.0.6", ["10.0.0.5", "10.0.0.6"]
+    return "chosen_value", "chosen_value"
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_SETTINGS))
+def test_every_setting_is_an_airflow_option_and_every_secret_comes_from_the_environment(backend, monkeypatch):
+    """``AIRFLOW__ASGARD__<NAME>`` for each setting the client declares reaches the store's arguments."""
+    from asgard_airflow import settings as airflow_settings
+
+    expected = {}
+    for setting in [*BACKEND_SETTINGS[backend], *STORAGE]:
+        text, value = ("secret-" + setting.name, "secret-" + setting.name) if setting.secret else \
+            _non_default_text(setting)
+        if setting.name == "ttl_seconds":
+            text, value = "3600", 3600
+        monkeypatch.setenv(f"AIRFLOW__ASGARD__{setting.name.upper()}", text)
+        expected["chunk_size" if setting.name == "chunk_size_bytes" else setting.name] = value
+    monkeypatch.setenv("AIRFLOW__ASGARD__BACKEND", backend)
+    airflow_settings.read_settings.cache_clear()
+    try:
+        kwargs = airflow_settings.read_settings().store_kwargs()
+    finally:
+        airflow_settings.read_settings.cache_clear()
+    assert kwargs == expected

@@ -79,6 +79,19 @@ def new_version() -> str:
 
 
 @dataclass
+class Serialized:
+    """A value as a put writes it: its frames, the serializer that reads them back, its Python type."""
+
+    frames: list[memoryview]
+    serializer: str
+    python_type: str
+
+    @property
+    def size(self) -> int:
+        return sum(f.nbytes for f in self.frames)
+
+
+@dataclass
 class PutResult:
     key: ObjectKey
     uri: str
@@ -259,9 +272,19 @@ class ObjectStore(abc.ABC):
         """Raise :class:`StoreUnavailableError` unless the server answers."""
 
     # --- shared mechanism -------------------------------------------------------------
+    def serialize(self, obj: Any, serializer: str | None = None) -> Serialized:
+        """``obj`` as the frames a put writes (by the store's serializer, or the one named): a caller
+        that must size several objects before writing any serializes them first."""
+        chosen = self.serializer if serializer in (None, self.serializer.name) else get_serializer(serializer)
+        return Serialized(chosen.dumps(obj), chosen.name, f"{type(obj).__module__}.{type(obj).__qualname__}")
+
     def put(self, key: ObjectKey, obj: Any) -> PutResult:
+        return self.put_serialized(key, self.serialize(obj))
+
+    def put_serialized(self, key: ObjectKey, serialized: Serialized) -> PutResult:
+        """Store frames :meth:`serialize` made; refused before anything is written if too large."""
         t0 = time.perf_counter()
-        frames = self.serializer.dumps(obj)
+        frames = serialized.frames
         frame_lengths = [f.nbytes for f in frames]
         size = sum(frame_lengths)
         if size > self.max_object_bytes:
@@ -284,9 +307,9 @@ class ObjectStore(abc.ABC):
             chunk_sizes=encoder.sizes,
             chunk_crcs=encoder.crcs,
             frames=frame_lengths,
-            serializer=self.serializer.name,
+            serializer=serialized.serializer,
             codec=self.codec.name,
-            python_type=f"{type(obj).__module__}.{type(obj).__qualname__}",
+            python_type=serialized.python_type,
             inline=inline is not None,
             chunk_macs=encoder.macs,
         )

@@ -7,6 +7,7 @@ into one big ``bytes`` on its way to the store. A codec compresses chunk by chun
 from __future__ import annotations
 
 import abc
+import json
 import pickle
 from typing import Any
 
@@ -129,7 +130,25 @@ class StreamBytesSerializer(Serializer):
         return b"".join(frames)
 
 
-SERIALIZERS: dict[str, type[Serializer]] = {s.name: s for s in (PickleSerializer, StreamBytesSerializer)}
+class JsonSerializer(Serializer):
+    """UTF-8 JSON: what any language reads. ``dumps`` takes a value JSON carries as it is (str,
+    numbers, bools, None, lists, dicts with str keys); anything else is a :class:`SerializationError`."""
+
+    name = "json"
+
+    def dumps(self, obj: Any) -> list[memoryview]:
+        try:
+            text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            return [memoryview(text.encode())]
+        except (TypeError, ValueError, RecursionError) as exc:  # ValueError: NaN, or a lone surrogate
+            raise SerializationError(f"{type(obj).__name__} value is not plain JSON ({exc}): store it with "
+                                     "the pickle5 serializer") from exc
+
+    def loads(self, frames: list[memoryview]) -> Any:
+        return json.loads(b"".join(frames))
+
+
+SERIALIZERS: dict[str, type[Serializer]] = {s.name: s for s in (PickleSerializer, StreamBytesSerializer, JsonSerializer)}
 CODECS: dict[str, type[Codec]] = {c.name: c for c in (NoCodec, Lz4Codec, ZstdCodec)}
 
 
