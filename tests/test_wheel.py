@@ -3,7 +3,7 @@ in fresh virtual environments outside the repository that borrow nothing from th
 from a folder with the user's own ``resources.py`` and ``pipelines/`` (common names in Dagster
 projects) against the real node:
 
-* ``asgard-dagster[dagster,airflow,tune]``: a Dagster job through ``CassandraIOManager``, the retune
+* ``asgard-dagster[dagster,airflow,retune]``: a Dagster job through ``CassandraIOManager``, the retune
   job's dry run, a DAG through the XCom backend (``airflow dags test``), ``asgard tune recommend``;
 * ``asgard-dagster[airflow,retune]`` (no Dagster there, and no torch: ``retune`` is what the retune
   DAG and ``asgard tune recommend`` need with the shipped LightGBM model, ``tune`` adds the fitting
@@ -231,7 +231,7 @@ def _install_times(request):
 
 @pytest.fixture(scope="module")
 def full_env(request, tmp_path_factory, wheel):
-    venv = _fresh_env(request, tmp_path_factory, wheel, "dagster,airflow,tune")
+    venv = _fresh_env(request, tmp_path_factory, wheel, "dagster,airflow,retune")
     yield venv
     shutil.rmtree(venv["dir"], ignore_errors=True)  # 6 GB (torch's CUDA wheels): not kept in pytest's last 3 runs
 
