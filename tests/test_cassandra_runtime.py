@@ -12,7 +12,7 @@ from asgard_dagster import CassandraIOManager, CassandraResource
 from asgard.resources.cassandra import CassandraCluster, CassandraNode
 from asgard.resources.cassandra.config import base_config, render_config, token_for
 from asgard.resources.cassandra.nodetool import ring_status
-from asgard.resources.numa import format_cpulist, numa_nodes, numactl_prefix
+from asgard.resources.numa import NumaPlanError, format_cpulist, numa_nodes, numactl_prefix
 from asgard.resources.process import ManagedServer
 from asgard.resources.stores import ObjectKey, StoreUnavailableError
 
@@ -35,7 +35,7 @@ def test_numa_topology_and_pinning():
     # a whole node is bound by its CPU list (numa.py: --cpunodebind would widen a narrowed affinity)
     cpus = format_cpulist(c for c in nodes[0].cpus if c in os.sched_getaffinity(0))
     assert prefix == [] or prefix[1:] == [f"--physcpubind={cpus}", f"--membind={nodes[0].node_id}"]
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(NumaPlanError, match="does not exist"):
         numactl_prefix(999)
 
 
