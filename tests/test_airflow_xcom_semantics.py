@@ -20,11 +20,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import asgard_airflow.xcom as xcom
 from asgard.resources.stores.base import ObjectKey
 
 from .test_airflow_xcom import BIN, KEYSPACE, _reference, airflow_home, dags_test, store, xcom_rows  # noqa: F401
 
-xcom = pytest.importorskip("asgard_airflow.xcom")
 X = xcom.CassandraXComBackend
 THRESHOLD = 1024
 
