@@ -21,10 +21,11 @@ from asgard.resources.stores.settings import BACKEND_SETTINGS, STORAGE, Setting
 from .errors import XComBackendConfigError
 
 SECTION = "asgard"
-#: values up to this many bytes (as Airflow's JSON) stay in Airflow's own table; -1: every value
-DEFAULT_THRESHOLD = 64 * 1024
-#: objects (list elements, a fan-in's values) read or written at once per task
-DEFAULT_OBJECT_CONCURRENCY = 8
+#: the backend's own settings, beside the store's
+THRESHOLD = Setting("threshold_bytes", "int", 64 * 1024,
+                    "Values up to this many bytes (as Airflow's JSON) stay in Airflow's own table; -1: every value.")
+OBJECT_CONCURRENCY = Setting("object_concurrency", "int", 8,
+                             "Objects (list elements, a fan-in's values) read or written at once per task.")
 #: where a connection's host goes, per backend
 _HOST_SETTING = {"cassandra": "contact_points", "redis": "host", "s3": "endpoint_url", "local": "root"}
 #: a connection's login and password, as each backend names them
@@ -55,14 +56,6 @@ class Settings:
         group = BACKEND_SETTINGS[self.backend]
         return (group[name] if name in group else STORAGE[name]).default
 
-    @property
-    def ttl_seconds(self) -> int:
-        return self.option("ttl_seconds")
-
-    @property
-    def max_object_bytes(self) -> int:
-        return self.option("max_object_bytes")
-
 
 def _text(conf, name: str) -> str | None:
     value = conf.get(SECTION, name, fallback=None)
@@ -77,11 +70,11 @@ def _parsed(setting: Setting, text: str):
         raise XComBackendConfigError(f"[{SECTION}] {exc} (AIRFLOW__ASGARD__{setting.name.upper()})") from None
 
 
-def _number(conf, name: str, default: int, least: int) -> int:
-    text = _text(conf, name)
-    value = default if text is None else _parsed(Setting(name, "int", default, name), text)
+def _number(conf, setting: Setting, least: int) -> int:
+    text = _text(conf, setting.name)
+    value = setting.default if text is None else _parsed(setting, text)
     if value < least:
-        raise XComBackendConfigError(f"[{SECTION}] {name} must be {least} or more, got {value}")
+        raise XComBackendConfigError(f"[{SECTION}] {setting.name} must be {least} or more, got {value}")
     return value
 
 
@@ -147,8 +140,7 @@ def read_settings() -> Settings:
         raise XComBackendConfigError(
             f"[{SECTION}] ttl_seconds = {options['ttl_seconds']}: every stored XCom value needs a lifetime (seconds, "
             "over 0). Keep it longer than a DAG run may wait before a downstream task or a retry reads it.")
-    return Settings(backend, _number(conf, "threshold_bytes", DEFAULT_THRESHOLD, -1),
-                    _number(conf, "object_concurrency", DEFAULT_OBJECT_CONCURRENCY, 1),
+    return Settings(backend, _number(conf, THRESHOLD, -1), _number(conf, OBJECT_CONCURRENCY, 1),
                     tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items())),
                     tuple(sorted(secrets.items())))
 

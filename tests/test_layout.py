@@ -13,6 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,22 +123,22 @@ sys.meta_path.insert(0, Without())
 """
 
 
-def test_the_airflow_adapter_and_the_retune_dag_import_where_dagster_is_not_installed():
-    code = _WITHOUT.format(refused={"dagster", "dagster_aws", "dagster_webserver", "asgard_dagster"}) + (
-        "import asgard_airflow, asgard_airflow.xcom, asgard_airflow.retune, asgard_airflow.cli\n"
-        "from asgard_airflow import CassandraXComBackend\n"
-        "from asgard.tuner import retune, surrogates\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]", out.stdout
+#: (the orchestrator missing, the modules refused with it, what must still import there)
+WITHOUT_ORCHESTRATOR = [
+    ("dagster", {"dagster", "dagster_aws", "dagster_webserver", "asgard_dagster"},
+     "import asgard_airflow, asgard_airflow.xcom, asgard_airflow.retune, asgard_airflow.cli\n"
+     "from asgard_airflow import CassandraXComBackend\n"
+     "from asgard.tuner import retune, surrogates\n"),
+    ("airflow", {"airflow", "asgard_airflow"},
+     "import asgard_dagster, asgard_dagster.definitions, asgard_dagster.retune, asgard_dagster.sensors\n"
+     "from asgard_dagster import CassandraIOManager, CassandraResource\n"),
+]
 
 
-def test_the_dagster_adapter_imports_where_airflow_is_not_installed():
-    code = _WITHOUT.format(refused={"airflow", "asgard_airflow"}) + (
-        "import asgard_dagster, asgard_dagster.definitions, asgard_dagster.retune, asgard_dagster.sensors\n"
-        "from asgard_dagster import CassandraIOManager, CassandraResource\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'airflow'))\n")
+@pytest.mark.parametrize("missing,refused,imports", WITHOUT_ORCHESTRATOR, ids=["without-dagster", "without-airflow"])
+def test_each_adapter_imports_where_the_other_orchestrator_is_not_installed(missing, refused, imports):
+    code = _WITHOUT.format(refused=refused) + imports + (
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == {missing!r}))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
