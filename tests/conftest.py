@@ -39,8 +39,10 @@ def cassandra_node() -> CassandraNode:
             "cassandra up`)")
     yield node
     # the suite's outputs carry the store's TTL (days) and add up to gigabytes per run: they go
-    # with the suite (auto_snapshot is off, so the files go too), not a week later
-    if node.is_running():
+    # with the suite (auto_snapshot is off, so the files go too), not a week later. A second
+    # pytest session on the same node sets ASGARD_TEST_KEEP_KEYSPACE=1 so it does not drop the
+    # keyspace under the first one
+    if node.is_running() and os.environ.get("ASGARD_TEST_KEEP_KEYSPACE") != "1":
         from asgard.resources.stores.cql import CassandraObjectStore
 
         CassandraObjectStore(keyspace=TEST_KEYSPACE).session.execute(
