@@ -5,10 +5,12 @@ defines the knobs and re-exports these names."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from .knobs import KEYSPACE, KNOBS, LIVE, RESTART, TABLE, Configuration
+from .knobs import KNOBS, LIVE, RESTART, Configuration
+from .schema_alter import SCHEMA_KNOBS, alter_schema
 
 
 # --- applying a configuration to a node ------------------------------------------------------
@@ -40,10 +42,12 @@ def _store_session(store: Any):
     return getattr(store, "session", None) or getattr(store, "_session", None)
 
 
-def execute_cql(node: Any, store: Any, cql: str) -> None:
+@contextmanager
+def schema_session(node: Any, store: Any) -> Iterator[Any]:
+    """A driver session for schema work: the store's own, else one to ``node`` for the block."""
     session = _store_session(store)
     if session is not None:
-        session.execute(cql, timeout=60)
+        yield session
         return
     if hasattr(node, "cql_cluster"):  # a CassandraNode: over TLS with its superuser if it is secure
         cluster = node.cql_cluster()
@@ -52,7 +56,7 @@ def execute_cql(node: Any, store: Any, cql: str) -> None:
 
         cluster = build_cluster([node.address], node.native_port, connect_timeout=10, admin=True)
     try:
-        cluster.connect().execute(cql, timeout=60)
+        yield cluster.connect()
     finally:
         cluster.shutdown()
 
@@ -89,7 +93,9 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
     table to ``config``.
 
     Live knobs go through nodetool (on a ring, to every member at once), table and keyspace knobs
-    through ALTER TABLE / ALTER KEYSPACE (once: the schema is the ring's), and the node restarts
+    through ALTER TABLE / ALTER KEYSPACE (once: the schema is the ring's) naming only the options
+    whose changed knob differs from the schema read back, each map merged onto the one in force
+    (:mod:`.schema_alter`: an operator's other settings survive), and the node restarts
     only if a restart-only knob differs from ``previous`` (``None`` = unknown: everything is
     applied, restarting only if the node's persisted overrides differ). A ring restarts one
     member at a time with ``rolling`` (``CassandraCluster.rolling_restart``: drain, restart, wait
@@ -141,18 +147,14 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
             nodetool(*commands[name])
             result.live.append(" ".join(commands[name]))
     ks, table = store_keyspace_table(store)
-    if previous is None or any(KNOBS[k].apply in (KEYSPACE, TABLE) for k in changed):
+    if previous is None or any(k in SCHEMA_KNOBS for k in changed):
         ensure = getattr(store, "ensure_schema", None)
         if ensure is not None:  # a store that has not written yet: nothing to ALTER otherwise
             ensure()
-    if previous is None or any(KNOBS[k].apply == KEYSPACE for k in changed):
-        cql = config.alter_keyspace_cql(ks)
-        execute_cql(node, store, cql)
-        result.table.append(cql)
-    if previous is None or any(KNOBS[k].apply == TABLE for k in changed):
-        cql = config.alter_table_cql(ks, table)
-        execute_cql(node, store, cql)
-        result.table.append(cql)
+        with schema_session(node, store) as session:
+            # only what differs from the schema read back now (once: the schema is the ring's)
+            result.table = alter_schema(lambda cql, params: session.execute(cql, params, timeout=60), ks, table,
+                                        config, None if previous is None else set(changed))
     if hasattr(store, "set_client_options"):
         store.set_client_options(**config.client_options())
         result.client = config.client_options()

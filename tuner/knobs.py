@@ -267,12 +267,16 @@ def knob(name: str) -> Knob:
 
 def cql_literal(value: Any) -> str:
     """A table option's value as CQL: a map ``{'k': 'v'}``, a quoted string, a number or boolean."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"'{k}': '{v}'" for k, v in value.items()) + "}"
+    if isinstance(value, dict):  # a map option's values are strings, as system_schema reads them back
+        return "{" + ", ".join(f"{_quoted(k)}: {_quoted(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
+    return _quoted(value)
+
+
+def _quoted(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 

@@ -4,7 +4,9 @@ every knob of a decision as applied or not, and why.
 A cluster someone else runs (their operations team's, or a cass-operator ``CassandraDatacenter``)
 can still take, from a client with the right role:
 
-* keyspace and table options, by CQL (``ALTER KEYSPACE`` / ``ALTER TABLE``), on any cluster;
+* keyspace and table options, by CQL (``ALTER KEYSPACE`` / ``ALTER TABLE``), on any cluster: only
+  the options whose knob changes, each map merged onto the one in force (:mod:`.schema_alter`), so
+  the operator's other settings stay;
 * live settings, over JMX, where the user gives each member's JMX endpoint and credentials
   (nodetool's own transport: ``nodetool -h HOST -p PORT -u USER -pwf FILE``; no shell on the host).
 
@@ -30,6 +32,13 @@ import tempfile
 from typing import Any, Mapping
 
 from .knobs import CLIENT, KEYSPACE, KNOBS, LIVE, RESTART, TABLE, Configuration
+from .schema_alter import (
+    KEYSPACE_OPTION_KNOBS, TABLE_OPTION_KNOBS, alter_keyspace_statement, alter_table_statement, keyspace_changes,
+    read_keyspace_options, read_table_options, table_changes,
+)
+
+#: the keyspace or table option each knob writes
+OPTION_OF_KNOB = {k: option for option, knobs in {**TABLE_OPTION_KNOBS, **KEYSPACE_OPTION_KNOBS}.items() for k in knobs}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +138,24 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
     without_jmx = [m for m in members if m not in jmx]
     keyspace_exists = _exists(session, keyspace)
     table_exists = keyspace_exists and _exists(session, keyspace, table)
-    table_cql = keyspace_cql = None
+
+    def execute(cql: str, params: tuple) -> Any:
+        return session.execute(cql, params, timeout=60)
+
+    # only the options a changed knob writes and the schema in force lacks, maps merged onto it
+    schema_knobs = {k for k in changed if KNOBS[k].apply in (KEYSPACE, TABLE)}
+    keyspace_cql = table_cql = None
+    keyspace_options: dict[str, Any] = {}
+    table_options: dict[str, Any] = {}
+    if keyspace_exists and any(KNOBS[k].apply == KEYSPACE for k in schema_knobs):
+        in_force = read_keyspace_options(execute, keyspace) or {}
+        keyspace_options = keyspace_changes(in_force, new, schema_knobs)
+        keyspace_cql = alter_keyspace_statement(keyspace, in_force, new, schema_knobs)
+    if table_exists and any(KNOBS[k].apply == TABLE for k in schema_knobs):
+        in_force = read_table_options(execute, keyspace, table) or {}
+        table_options = table_changes(in_force, new, schema_knobs)
+        table_cql = alter_table_statement(keyspace, table, in_force, new, schema_knobs)
+    in_force_already: set[str] = set()  # knobs whose option needs no change
     for name in sorted(changed):
         was, wanted = changed[name]
         kind = KNOBS[name].apply
@@ -138,16 +164,18 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
             if not keyspace_exists:
                 outcome.why = (f"keyspace {keyspace} does not exist yet (nothing is created on a cluster the "
                                "project does not run): the store creates it with its first output")
-            else:
-                keyspace_cql = new.alter_keyspace_cql(keyspace)
+            elif OPTION_OF_KNOB[name] in keyspace_options:
                 outcome.how = keyspace_cql
+            else:
+                in_force_already.add(name)
         elif kind == TABLE:
             if not table_exists:
                 outcome.why = (f"table {keyspace}.{table} does not exist yet (nothing is created on a cluster the "
                                "project does not run): the store creates it with its first output")
-            else:
-                table_cql = new.alter_table_cql(keyspace, table)
+            elif OPTION_OF_KNOB[name] in table_options:
                 outcome.how = table_cql
+            else:
+                in_force_already.add(name)
         elif kind == LIVE:
             if without_jmx:
                 command = " ".join(new.live_commands()[name])
@@ -167,9 +195,12 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
             outcome.why = (f"a client option: set it on the IO manager or XCom backend ({client}); the retune job "
                            "does not change a running pipeline's settings")
         outcomes.append(outcome)
+    for o in (o for o in outcomes if o.name in in_force_already):  # in force already, or no effect there
+        where = keyspace if o.kind == KEYSPACE else f"{keyspace}.{table}"
+        o.applied, o.how = True, f"nothing sent: {where}'s {OPTION_OF_KNOB[o.name]} is as {o.name} = {o.wanted!r} wants"
     if not apply:
         for o in outcomes:
-            if o.how:
+            if o.how and o.name not in in_force_already:
                 o.why, o.how = "not applied: a dry run (apply: false)", f"would run: {o.how}"
         return outcomes
     if keyspace_cql:
@@ -178,7 +209,7 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
         session.execute(table_cql, timeout=60)
     for o in outcomes:
         if o.kind in (KEYSPACE, TABLE) and o.how:
-            o.applied = True
+            o.applied = True  # the ALTER that carries its option was sent (or none was needed)
     live = [o for o in outcomes if o.kind == LIVE and o.how]
     for o in live:
         args = new.live_commands()[o.name]
