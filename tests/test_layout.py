@@ -184,3 +184,24 @@ def test_no_module_reads_the_projects_settings_from_the_environment_at_import():
                          env={**os.environ, "ASGARD_CQL_BATCH": "1000", "ASGARD_CASSANDRA_VERSION": "5.0.9"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [], out.stdout
+
+
+def test_the_node_runtime_is_one_server_class_with_collaborators_not_mixins():
+    """CassandraNode is a ManagedServer and nothing else: its jobs (node_command, node_security,
+    node_records) are objects it owns, built from its NodeSpec, so no two classes share its state."""
+    import importlib
+    import inspect
+
+    from asgard.resources.cassandra.node import CassandraNode
+    from asgard.resources.process import ManagedServer
+
+    assert CassandraNode.__bases__ == (ManagedServer,)
+    for path in sorted((ROOT / "resources" / "cassandra").glob("node*.py")):
+        module = importlib.import_module(f"asgard.resources.cassandra.{path.stem}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__:
+                continue  # imported, not defined here
+            # one base at most: a second one would be a mixin sharing the instance's attributes
+            assert len(cls.__bases__) == 1, f"{path.name}: {name} has bases {cls.__bases__}"
+            if path.stem != "node":
+                assert cls not in CassandraNode.__mro__, f"{path.name}: {name} is a base of CassandraNode"

@@ -6,31 +6,38 @@ token, no bootstrap streaming, no heap pre-touch (neither ``AlwaysPreTouch`` nor
 every table and SIGKILL (:meth:`CassandraNode.stop`). Knob overrides persist in the instance's
 ``conf/overrides.yaml``, so ``restart`` keeps them until changed.
 
-The class is put together from one module per job: ``node_command`` (the JVM command line),
-``node_process`` (start and stop), ``node_security`` (TLS and the superuser) and ``node_records``
-(launch record, placement, measured restart and live-change costs); this module keeps the
-instance's configuration, its directory and introspection.
+:class:`CassandraNode` is a :class:`~asgard.resources.process.ManagedServer` and nothing else. Its
+facts are one frozen :class:`~asgard.resources.cassandra.node_spec.NodeSpec` (``node.spec``), and
+each job is an object built from that spec alone: ``node.command_line`` (``node_command``: the JVM
+command line and the class list a first start records), ``node.security`` (``node_security``: TLS
+and the superuser) and ``node.records`` (``node_records``: launch record, placement, measured
+restart and live-change costs). The node keeps its configuration, its directory, its process
+(start, stop, restart, with ``node_process``'s helpers) and introspection, and delegates the rest
+of its public API to those objects.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
-from ..numa import InstancePlan
+from ..numa import Binding, InstancePlan
 from ..paths import run_dir
-from ..process import ManagedServer
+from ..process import ManagedServer, ServerError, port_open
 from .config import LOGBACK_XML, base_config, host_ring_settings, render_config, write_config
 from .install import cassandra_version, install
 from .node_command import (FAST_START_PROPERTIES, NATIVE_INLINE_PROPERTY, RING_SUPERUSER_SETUP_DELAY_MS,
                            RUN_IMMEDIATELY_PROPERTY, SMALL_HOST_CPUS, SMALL_HOST_SEP_STOP_CHECK_NS, NodeCommandLine)
-from .node_process import NATIVE_TRANSPORT_HELD, NodeProcess, wait_port_closed
+from .node_process import NATIVE_TRANSPORT_HELD, flush_for_kill, log_has, log_size, wait_port_closed
 from .node_records import NodeRecords
-from .node_security import SUPERUSER, NodeSecurity
+from .node_security import SUPERUSER, NodeSecurity, secure_marker
+from .node_spec import NodeSpec
 from .nodetool import nodetool
+from .tls import NodeTLS
 
 # what other modules import from here; all but CassandraNode and JMX_BASE_PORT are defined in a job module
 __all__ = ["CassandraNode", "JMX_BASE_PORT", "SUPERUSER", "FAST_START_PROPERTIES", "RING_SUPERUSER_SETUP_DELAY_MS",
@@ -40,8 +47,12 @@ __all__ = ["CassandraNode", "JMX_BASE_PORT", "SUPERUSER", "FAST_START_PROPERTIES
 JMX_BASE_PORT = 7199
 
 
-# one mixin per job, ManagedServer last: NodeProcess's start and stop wrap its own
-class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, ManagedServer):
+def _fact(name: str) -> property:
+    """A read-only attribute of the node read from its spec, so the node and its jobs never disagree."""
+    return property(lambda self: getattr(self.spec, name), doc=f"``spec.{name}`` (:class:`NodeSpec`).")
+
+
+class CassandraNode(ManagedServer):
     """Instance ``index`` (1-based) of a local ring of ``nodes`` instances.
 
     Example::
@@ -87,55 +98,65 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
         if not 1 <= index <= 254:
             raise ValueError(f"instance index must be 1..254 (address 127.0.0.index), got {index}")
         super().__init__(f"cassandra-{index}", workdir or run_dir("cassandra", f"node{index}"), numa_node, netns)
-        self.index, self.nodes, self.version = index, nodes, version
-        # extra -D flags for the JVM, e.g. a monitor's interval in a test
-        self.system_properties = dict(system_properties or {})
-        # the project's Cassandra patches first on the classpath (True) or the release's classes
-        # alone (False); None: ASGARD_CASSANDRA_PATCHES decides at each launch (0 is the release).
-        # Per node, so that one process can run both side by side (tests/test_patches_differential.py)
-        self.patches = patches
-        # its slot of a NUMA plan (asgard.resources.numa.plan_instances): binding, heap, memtable space
-        self.placement = placement
         if placement is not None:
             if numa_node is not None:
                 raise ValueError("give numa_node or placement, not both (a placement says where the instance runs)")
             if heap is not None and heap != placement.heap:
                 raise ValueError(f"heap {heap} differs from the placement's {placement.heap}: plan with heap=")
-            self.heap = placement.heap
+            heap = placement.heap
         else:
-            self.heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
-        # another address than 127.0.0.index: a node in a network namespace (asgard.resources.network)
-        self.address = address or f"127.0.0.{index}"
-        self.native_port = native_port
-        self.jmx_port = JMX_BASE_PORT + index - 1
-        self.authenticate = authenticate
-        # a standalone node seeds itself, so it never joins another local ring by accident;
-        # CassandraCluster passes instance 1 as the seed of every member
-        self.seed = seed or self.address
-        self.ring_position = ring_position  # 1..nodes within its ring: picks the token
-        # False gives a stock start (16 allocated tokens, gossip settle wait, ring delay): the
-        # baseline `asgard bench startup` compares against
-        self.fast_start = fast_start
+            heap = heap or os.environ.get("ASGARD_CASSANDRA_HEAP", "2G")
         # secure persists in the node's directory: a later restart (a retune's, or `asgard cassandra
-        # restart`) of a node made secure never brings it back up open. False turns it off.
+        # restart`) of a node made secure never brings it back up open. False turns it off; a ring
+        # across hosts (ring_ca: TLS on the ring's one CA) is always secure.
         if secure is None:
-            secure = self.secure_marker.exists()
-        self.secure = secure
-        # a member of a ring across hosts (asgard.resources.cassandra.hosts): the seeds of several
-        # hosts, its datacenter and rack (GossipingPropertyFileSnitch), tokens allocated for the
-        # keyspaces' replication factor, bootstrap on join, and TLS on the ring's one CA (whose key
-        # stays in ring_ca, on the operator's machine)
-        self.seeds = list(seeds) if seeds else None
-        self.datacenter, self.rack = datacenter, rack
-        self.ring_ca = str(ring_ca) if ring_ca else None
-        self.replication_factor = replication_factor
-        if self.ring_ca:
-            self.secure = True
+            secure = secure_marker(self.workdir).exists()
+        address = address or f"127.0.0.{index}"
+        self.spec = NodeSpec(
+            name=self.name, index=index, nodes=nodes, version=version, workdir=self.workdir, address=address,
+            native_port=native_port, jmx_port=JMX_BASE_PORT + index - 1, heap=heap, authenticate=authenticate,
+            # a standalone node seeds itself, so it never joins another local ring by accident;
+            # CassandraCluster passes instance 1 as the seed of every member
+            seed=seed or address, ring_position=ring_position, fast_start=fast_start,
+            secure=True if ring_ca else secure, system_properties=dict(system_properties or {}), patches=patches,
+            placement=placement, numa_node=numa_node, netns=netns, seeds=list(seeds) if seeds else None,
+            datacenter=datacenter, rack=rack, ring_ca=str(ring_ca) if ring_ca else None,
+            replication_factor=replication_factor)
+        # one object per job, each given the spec (and the security's JMX flags) and nothing of the node
+        self.security = NodeSecurity(self.spec)
+        self.records = NodeRecords(self.spec, kind=type(self).__name__)
+        self.command_line = NodeCommandLine(self.spec, jmx_flags=self.security.jmx_flags())
+        #: how the last stop() went: "flush+kill", "sigterm" or None (nothing was running)
+        self.last_stop: str | None = None
+        # where system.log stood when a start with the CQL port held closed began (else None)
+        self._clients_held_since: int | None = None
+
+    # --- the node's facts (NodeSpec), read-only ------------------------------------------
+    index = _fact("index")
+    nodes = _fact("nodes")
+    version = _fact("version")
+    address = _fact("address")
+    native_port = _fact("native_port")
+    jmx_port = _fact("jmx_port")
+    heap = _fact("heap")
+    authenticate = _fact("authenticate")
+    seed = _fact("seed")
+    ring_position = _fact("ring_position")
+    fast_start = _fact("fast_start")
+    secure = _fact("secure")
+    system_properties = _fact("system_properties")
+    patches = _fact("patches")
+    placement = _fact("placement")
+    seeds = _fact("seeds")
+    datacenter = _fact("datacenter")
+    rack = _fact("rack")
+    ring_ca = _fact("ring_ca")
+    replication_factor = _fact("replication_factor")
 
     # --- configuration ----------------------------------------------------------------
     @property
     def conf_dir(self) -> Path:
-        return self.workdir / "conf"
+        return self.spec.conf_dir
 
     @property
     def overrides_file(self) -> Path:
@@ -181,18 +202,12 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
 
     @property
     def rackdc_file(self) -> Path:
-        return self.conf_dir / "cassandra-rackdc.properties"
+        return self.spec.rackdc_file
 
     def prepare(self) -> None:
-        import json
-
         install(self.version)
-        self.launch_file.write_text(json.dumps(self.launch_record(), sort_keys=True))
-        if self.placement is not None:
-            self.placement_file.write_text(json.dumps(self.placement.to_dict()))
-        else:
-            self.placement_file.unlink(missing_ok=True)
-        self._prepare_security()
+        self.records.save_launch()
+        self.security.prepare()
         write_config(self.conf_dir / "cassandra.yaml", self.config())
         if self.datacenter:
             self.rackdc_file.write_text(f"dc={self.datacenter}\nrack={self.rack or 'rack1'}\nprefer_local=true\n")
@@ -202,7 +217,7 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
 
     @property
     def endpoint(self) -> str:
-        return f"{self.address}:{self.native_port}"
+        return self.spec.endpoint
 
     def restart_with(self, overrides: dict[str, Any], replace: bool = False, timeout: float | None = None) -> float:
         """Persist ``overrides`` and restart; returns seconds from stop to CQL-ready."""
@@ -214,7 +229,108 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
         self.stop()
         for sub in ("data", "commitlog", "hints", "saved_caches"):
             shutil.rmtree(self.workdir / sub, ignore_errors=True)
-        self._superuser_ready.unlink(missing_ok=True)
+        self.security.superuser_ready.unlink(missing_ok=True)
+
+    # --- the process: start, readiness, restart, stop ------------------------------------
+    def command(self) -> list[str]:
+        return self.command_line.command(clients_held=self._clients_held_since is not None)
+
+    def exec_wrappers(self) -> list[str]:
+        return self.command_line.exec_wrappers()
+
+    def binding(self) -> Binding | None:
+        if self.placement is not None:
+            return self.placement.binding
+        return super().binding()
+
+    def start(self, timeout: float | None = None, before_clients: Callable[[], Any] | None = None) -> float:
+        """Start (or find running) and wait until CQL answers; seconds spent.
+
+        ``before_clients``: start with the CQL port closed (``cassandra.start_native_transport=false``),
+        call it once the node has finished starting, then open the port (``nodetool enablebinary``).
+        A ring member restarted under load uses it to wait until it sees its peers up: until then
+        it would refuse QUORUM as Unavailable, and a client that falls to ONE would read its own
+        stale replica, which has not yet received the writes it missed while down (RF 2 rolling
+        restart, ``CassandraCluster.rolling_restart``)."""
+        if before_clients is None or self.is_running():
+            seconds = super().start(timeout)
+        else:
+            t0 = time.monotonic()
+            self._clients_held_since = log_size(self.system_log)
+            try:
+                super().start(timeout)
+            finally:
+                self._clients_held_since = None
+            try:
+                before_clients()
+            except Exception as exc:
+                # clients stay out: a member that cannot see its peers would serve a stale replica
+                raise ServerError(
+                    f"{self.name} started with its CQL port closed, and it stays closed: {exc}. Once that is "
+                    f"fixed, let clients in with `nodetool -p {self.jmx_port} enablebinary`, or restart it.") from exc
+            self.nodetool("enablebinary")
+            self.wait_ready(timeout)
+            seconds = time.monotonic() - t0
+        self.command_line.record_row_overhead()
+        self.command_line.publish_classlist()
+        if self.secure:
+            t0 = time.monotonic()
+            self.security.ensure_superuser()
+            seconds += time.monotonic() - t0
+        return seconds
+
+    @property
+    def system_log(self) -> Path:
+        return self.workdir / "logs" / "system.log"
+
+    def is_ready(self) -> bool:
+        if self._clients_held_since is not None:
+            # started with the CQL port closed: ready once it says it left the port closed, the
+            # last step of a start
+            return log_has(self.system_log, self._clients_held_since, NATIVE_TRANSPORT_HELD)
+        return port_open(self.address, self.native_port)
+
+    def restart(self, timeout: float | None = None, before_clients: Callable[[], Any] | None = None) -> float:
+        """Stop and start; the stop-to-ready seconds are recorded in ``restarts.jsonl`` (the
+        cost-benefit analysis charges the recent measured value, not a constant), with the stop's
+        share and how it stopped. ``before_clients`` as for :meth:`start` (its time counts: the
+        node is not ready for clients before it returns)."""
+        t0 = time.monotonic()
+        self.stop()
+        stop_seconds = time.monotonic() - t0
+        self.start(timeout, before_clients=before_clients)
+        seconds = time.monotonic() - t0
+        self.record_restart(seconds, stop_seconds=stop_seconds, stopped_by=self.last_stop)
+        return seconds
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop the instance, keeping its data.
+
+        A lone node (``nodes == 1``) is readied over JMX by the project's ``AsgardStop`` tool (CQL
+        server stopped: no request is acknowledged after that; every table of every keyspace
+        flushed, ``durable_writes=false`` ones included) and then SIGKILLed: 1.0-1.2 s where the
+        SIGTERM path (Cassandra's drain) takes 2.6-2.9 s, 2.1 s of which is a fixed quiet period
+        of its inter-node messaging shutdown, of no use to a node without peers. What a kill
+        skips is crash-safe by design (an unfinished compaction's transaction log, the commit
+        log of the system tables after the flush) and is replayed or cleaned at the next start.
+
+        A ring member, a stock-start node, or a lone node the tool cannot reach (no compiler
+        at install, JMX down) stops by SIGTERM: Cassandra drains (announces the shutdown to its
+        peers, flushes, writes its hints) and exits."""
+        self.last_stop = None
+        if not self.is_running():
+            return super().stop(timeout)
+        if self.nodes == 1 and self.fast_start and flush_for_kill(
+                self.version, self.jmx_port, self.log_file, prefix=self.netns_prefix(),
+                password_file=self.nodetool_password_file if self.secure else None):
+            self.last_stop = "flush+kill"
+            return self.kill()
+        self.last_stop = "sigterm"
+        return super().stop(timeout)
+
+    # No `nodetool drain` in stop(): a lone node flushes and is killed (above), a ring member's
+    # shutdown hook drains. A ring's rolling restart drains first (CassandraCluster.rolling_restart),
+    # so that clients have moved to the other replicas before the stop-to-ready clock starts.
 
     # --- introspection ----------------------------------------------------------------
     def nodetool(self, *args: str, timeout: float = 120) -> str:
@@ -245,3 +361,108 @@ class CassandraNode(NodeSecurity, NodeRecords, NodeCommandLine, NodeProcess, Man
         if self.secure:
             info.update(user=SUPERUSER, password_file=str(self.password_file), ca_file=str(self.tls.ca_cert))
         return info
+
+    # --- the jobs' public API, kept on the node (callers need not know which object does it) ----------
+    @property
+    def row_overhead_file(self) -> Path:
+        return self.command_line.row_overhead_file
+
+    @property
+    def secure_marker(self) -> Path:
+        return self.security.secure_marker
+
+    @property
+    def tls(self) -> NodeTLS:
+        return self.security.tls
+
+    @property
+    def password_file(self) -> Path:
+        """The generated superuser's password (mode 0600); the user is :data:`SUPERUSER`."""
+        return self.security.password_file
+
+    @property
+    def jmx_password_file(self) -> Path:
+        return self.security.jmx_password_file
+
+    @property
+    def nodetool_password_file(self) -> Path:
+        return self.security.nodetool_password_file
+
+    def superuser_password(self) -> str:
+        return self.security.superuser_password()
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~asgard.resources.stores.cql.CassandraObjectStore` that reach
+        this node: its address and port and, for a secure node, its CA and superuser."""
+        return self.security.client_options()
+
+    def cql_cluster(self, username: str | None = None, password: str | None = None, timeout: float = 10):
+        """A driver ``Cluster`` for this node alone (admin work: settings, ALTER TABLE): over TLS
+        and logged in as :data:`SUPERUSER` on a secure node, unless ``username`` is given."""
+        return self.security.cql_cluster(username, password, timeout)
+
+    @property
+    def placement_file(self) -> Path:
+        return self.records.placement_file
+
+    def launched_placement(self) -> InstancePlan | None:
+        """The plan the running instance was launched with (None: launched without one)."""
+        return self.records.launched_placement()
+
+    @property
+    def launch_file(self) -> Path:
+        return self.records.launch_file
+
+    def launch_record(self) -> dict[str, Any]:
+        return self.records.launch_record()
+
+    @classmethod
+    def launched(cls, index: int, workdir: Path | None = None) -> "CassandraNode":
+        """Instance ``index`` as it was last started (its ``launch.json`` and NUMA placement), so that
+        a restart from another process (the retune job) keeps its ring, token, heap and pinning.
+
+        An instance started before launch records existed is taken as a standalone node (what
+        ``CassandraNode(index)`` is); :class:`~asgard.resources.cassandra.cluster.RingMemberError` is raised
+        by the ring discovery when such an instance is one of several members."""
+        import json
+
+        probe = cls(index=index, workdir=workdir)
+        try:
+            record = json.loads(probe.launch_file.read_text())
+        except FileNotFoundError:
+            return probe
+        kind = record.pop("kind", cls.__name__)
+        if kind != cls.__name__:  # e.g. the tuner's TunerNode: another cluster name, its own tooling
+            raise ServerError(f"{probe.name} was launched as a {kind}, not a {cls.__name__}: restart it with the "
+                              "tooling that started it (a TunerNode: `asgard tune`)")
+        placement = probe.launched_placement()
+        record.pop("index", None)
+        if placement is not None:  # heap and NUMA node come with the placement
+            record.pop("heap", None)
+            record.pop("numa_node", None)
+        return cls(index=index, workdir=workdir, placement=placement, **record)
+
+    @property
+    def restart_log(self) -> Path:
+        return self.records.restart_log
+
+    def record_restart(self, seconds: float, **detail: Any) -> None:
+        self.records.record_restart(seconds, **detail)
+
+    def restart_seconds(self, recent: int = 5) -> float | None:
+        """Median stop-to-ready seconds of this instance's last ``recent`` restarts (None: never
+        restarted by the project)."""
+        return self.records.restart_seconds(recent)
+
+    @property
+    def live_change_log(self) -> Path:
+        return self.records.live_change_log
+
+    def record_live_change(self, seconds: float, slowdown: float | None) -> None:
+        """A live change (nodetool, ALTER TABLE/KEYSPACE) applied to this instance: how long it
+        took, and the fraction of the store's throughput lost meanwhile (None: not probed)."""
+        self.records.record_live_change(seconds, slowdown)
+
+    def live_change_cost(self, recent: int = 5) -> tuple[float | None, float | None]:
+        """(seconds, slowdown): medians over this instance's last ``recent`` measured live changes."""
+        return self.records.live_change_cost(recent)

@@ -1,6 +1,9 @@
 """The command line that runs one :class:`~asgard.resources.cassandra.node.CassandraNode`: its JVM
 flags and the start-up shortcuts of a local node (no gossip-settle wait, ring delay, heap pinning or
 row-overhead estimate; an AppCDS archive), and how client requests are threaded.
+:class:`NodeCommandLine` is the node's ``command_line``, built from its
+:class:`~asgard.resources.cassandra.node_spec.NodeSpec` and JMX flags; the class-list recording
+of a first start is its own state.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 
 from .install import cds_archive, cds_classlist, install, server_classpath
 from .jvm import GC_FLAGS, JVM17_FLAGS
+from .node_spec import NodeSpec
 
 # What a local, freshly created node does not need to wait for.
 FAST_START_PROPERTIES = [
@@ -41,8 +45,13 @@ NATIVE_INLINE_PROPERTY = "-Dasgard.native_inline=true"
 
 
 class NodeCommandLine:
-    """The JVM command line of a node and the measurements its later starts reuse; mixed into
-    CassandraNode."""
+    """The JVM command line of a node and the measurements its later starts reuse."""
+
+    def __init__(self, spec: NodeSpec, jmx_flags: list[str]):
+        self.spec = spec
+        self.jmx_flags = list(jmx_flags)  # the security's: JMX behind a login on a secure node
+        # the class list a start is recording (-XX:DumpLoadedClassList), published once it is ready
+        self.classlist_partial: Path | None = None
 
     def exec_wrappers(self) -> list[str]:
         """``setpriv`` without CAP_IPC_LOCK, for a server run by root: Cassandra mlockall()s its
@@ -52,13 +61,13 @@ class NodeCommandLine:
         against here). Without the capability Cassandra logs "Unable to lock JVM memory (ENOMEM)"
         and goes on, as it does for any unprivileged user."""
         setpriv = shutil.which("setpriv")
-        if setpriv is None or not self.fast_start or not _has_ipc_lock():
+        if setpriv is None or not self.spec.fast_start or not _has_ipc_lock():
             return []
         return [setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"]
 
     @property
     def row_overhead_file(self) -> Path:
-        return self.workdir / "row_overhead.json"
+        return self.spec.workdir / "row_overhead.json"
 
     def _row_overhead_flag(self) -> list[str]:
         """Cassandra estimates the SkipListMemtable row overhead at every start by building and
@@ -70,52 +79,53 @@ class NodeCommandLine:
             record = json.loads(self.row_overhead_file.read_text())
         except (FileNotFoundError, ValueError):
             return []
-        if not self.fast_start or record.get("heap") != self.heap or record.get("java") != _java_version():
+        if not self.spec.fast_start or record.get("heap") != self.spec.heap or record.get("java") != _java_version():
             return []
         return [f"-Dcassandra.memtable.row_overhead_size={int(record['row_overhead'])}"]
 
-    def _record_row_overhead(self) -> None:
+    def record_row_overhead(self) -> None:
+        """After a start: the row overhead it measured, for the next starts (see _row_overhead_flag)."""
         import json
         import re
 
-        if self._row_overhead_flag() or not self.fast_start:
+        if self._row_overhead_flag() or not self.spec.fast_start:
             return
         try:
-            text = (self.workdir / "logs" / "system.log").read_text(errors="replace")
+            text = (self.spec.workdir / "logs" / "system.log").read_text(errors="replace")
         except FileNotFoundError:
             return
         found = re.findall(r"Estimated SkipListMemtable row overhead: (\d+)", text)
         if found:
             self.row_overhead_file.write_text(json.dumps(
-                {"row_overhead": int(found[-1]), "heap": self.heap, "java": _java_version()}))
+                {"row_overhead": int(found[-1]), "heap": self.spec.heap, "java": _java_version()}))
 
     def _cds_flags(self) -> list[str]:
         """The install step's AppCDS archive when there is one (``install.build_cds_archive``);
         until then the first start records the class list it is built from. A stock start (the
         bench's baseline) goes without."""
-        self._classlist_partial = None
-        if not self.fast_start:
+        self.classlist_partial = None
+        if not self.spec.fast_start:
             return []
-        archive = cds_archive(self.version, self.patches)
+        archive = cds_archive(self.spec.version, self.spec.patches)
         if archive.exists():
             return [f"-XX:SharedArchiveFile={archive}"]
-        classlist = cds_classlist(self.version, self.patches)
+        classlist = cds_classlist(self.spec.version, self.spec.patches)
         if classlist.exists():
             return []  # the archive is being built
         classlist.parent.mkdir(parents=True, exist_ok=True)
-        self._classlist_partial = classlist.with_name(f"{classlist.name}.{self.index}.{os.getpid()}.partial")
-        return [f"-XX:DumpLoadedClassList={self._classlist_partial}"]
+        self.classlist_partial = classlist.with_name(f"{classlist.name}.{self.spec.index}.{os.getpid()}.partial")
+        return [f"-XX:DumpLoadedClassList={self.classlist_partial}"]
 
-    def _publish_classlist(self) -> None:
+    def publish_classlist(self) -> None:
         """Once a start that records the class list is ready (the list then holds what a start
         loads), publish it and build the archive in the background, off every start's clock."""
         import sys
 
-        partial = getattr(self, "_classlist_partial", None)
+        partial = self.classlist_partial
         if partial is None or not partial.exists():
             return
-        self._classlist_partial = None
-        classlist = cds_classlist(self.version, self.patches)
+        self.classlist_partial = None
+        classlist = cds_classlist(self.spec.version, self.spec.patches)
         lines = partial.read_text(errors="replace").splitlines(keepends=True)
         partial.unlink()  # the JVM goes on appending to its open file, now nameless
         staging = partial.with_suffix(".ready")
@@ -127,14 +137,14 @@ class NodeCommandLine:
             # the archive of this node's classpath: with the patches or without (argv[2]: 1, 0, or "" for the env's)
             subprocess.Popen([sys.executable, "-c", "import sys; from asgard.resources.cassandra.install import "
                               "build_cds_archive; print(build_cds_archive(sys.argv[1], "
-                              "{'1': True, '0': False}.get(sys.argv[2])))", self.version,
-                              {True: "1", False: "0"}.get(self.patches, "")],
+                              "{'1': True, '0': False}.get(sys.argv[2])))", self.spec.version,
+                              {True: "1", False: "0"}.get(self.spec.patches, "")],
                              cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
 
     def _sep_spin_flags(self) -> list[str]:
         """How long the request pool's idle workers spin (SMALL_HOST_SEP_STOP_CHECK_NS)."""
-        if "asgard.sep_stop_check_ns" in self.system_properties:
+        if "asgard.sep_stop_check_ns" in self.spec.system_properties:
             return []
         value = os.environ.get("ASGARD_CASSANDRA_SEP_STOP_CHECK_NS")
         if value is None:
@@ -150,8 +160,8 @@ class NodeCommandLine:
 
     def _request_thread_flags(self) -> list[str]:
         """Which thread runs a client request (RUN_IMMEDIATELY_PROPERTY, NATIVE_INLINE_PROPERTY)."""
-        flags = [] if "asgard.sep_run_immediately" in self.system_properties else [RUN_IMMEDIATELY_PROPERTY]
-        if "asgard.native_inline" in self.system_properties:
+        flags = [] if "asgard.sep_run_immediately" in self.spec.system_properties else [RUN_IMMEDIATELY_PROPERTY]
+        if "asgard.native_inline" in self.spec.system_properties:
             return flags
         value = os.environ.get("ASGARD_CASSANDRA_NATIVE_INLINE", "").strip()
         if value not in ("", "0", "1"):
@@ -163,39 +173,41 @@ class NodeCommandLine:
             value = "1" if cpus <= SMALL_HOST_CPUS else "0"
         return flags + ([NATIVE_INLINE_PROPERTY] if value == "1" else [])
 
-    def command(self) -> list[str]:
-        lib = install(self.version)
+    def command(self, clients_held: bool = False) -> list[str]:
+        """The argv; ``clients_held``: the CQL port stays closed until ``nodetool enablebinary``."""
+        spec = self.spec
+        lib = install(spec.version)
         java = shutil.which("java") or "java"
         jamm = next(lib.glob("jamm-*.jar"), None)
         return [
             *self.exec_wrappers(),
             java,
             *self._cds_flags(),
-            f"-Xms{self.heap}", f"-Xmx{self.heap}", "-Xss256k",
+            f"-Xms{spec.heap}", f"-Xmx{spec.heap}", "-Xss256k",
             *GC_FLAGS,
             "-XX:+UseNUMA",  # ICPE'19: NUMA-aware allocation, with numactl binding per instance
             "-XX:+PerfDisableSharedMem", "-XX:+ExitOnOutOfMemoryError",
             "-XX:StringTableSize=1000003", "-Djava.net.preferIPv4Stack=true",
             *JVM17_FLAGS,
             *([f"-javaagent:{jamm}"] if jamm else []),
-            *(FAST_START_PROPERTIES if self.fast_start else []),
-            *([f"-Dcassandra.shutdown_announce_in_ms={0 if self.nodes == 1 else 200}",
-               f"-Dcassandra.superuser_setup_delay_ms={0 if self.nodes == 1 else RING_SUPERUSER_SETUP_DELAY_MS}"]
-              if self.fast_start else []),
+            *(FAST_START_PROPERTIES if spec.fast_start else []),
+            *([f"-Dcassandra.shutdown_announce_in_ms={0 if spec.nodes == 1 else 200}",
+               f"-Dcassandra.superuser_setup_delay_ms={0 if spec.nodes == 1 else RING_SUPERUSER_SETUP_DELAY_MS}"]
+              if spec.fast_start else []),
             *self._row_overhead_flag(),
             *self._sep_spin_flags(),
             *self._request_thread_flags(),
-            f"-Dcassandra.config=file://{self.conf_dir / 'cassandra.yaml'}",
-            f"-Dlogback.configurationFile=file://{self.conf_dir / 'logback.xml'}",
-            f"-Dcassandra.logdir={self.workdir / 'logs'}",
-            f"-Dcassandra.storagedir={self.workdir}",
-            f"-Dcassandra.jmx.local.port={self.jmx_port}",
-            *([f"-Dcassandra-rackdc.properties=file://{self.rackdc_file}"] if self.datacenter else []),
-            *self._jmx_flags(),
+            f"-Dcassandra.config=file://{spec.conf_dir / 'cassandra.yaml'}",
+            f"-Dlogback.configurationFile=file://{spec.conf_dir / 'logback.xml'}",
+            f"-Dcassandra.logdir={spec.workdir / 'logs'}",
+            f"-Dcassandra.storagedir={spec.workdir}",
+            f"-Dcassandra.jmx.local.port={spec.jmx_port}",
+            *([f"-Dcassandra-rackdc.properties=file://{spec.rackdc_file}"] if spec.datacenter else []),
+            *self.jmx_flags,
             "-Dcassandra-foreground=yes",
-            *(f"-D{k}={v}" for k, v in self.system_properties.items()),
-            *(["-Dcassandra.start_native_transport=false"] if self._clients_held_since is not None else []),
-            "-cp", server_classpath(self.version, self.patches),
+            *(f"-D{k}={v}" for k, v in spec.system_properties.items()),
+            *(["-Dcassandra.start_native_transport=false"] if clients_held else []),
+            "-cp", server_classpath(spec.version, spec.patches),
             "org.apache.cassandra.service.CassandraDaemon",
         ]
 

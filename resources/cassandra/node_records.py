@@ -1,32 +1,30 @@
 """What :class:`~asgard.resources.cassandra.node.CassandraNode` keeps on record in its directory:
 the launch record and NUMA placement a later process restarts it from, and the measured cost of
-its restarts and live changes (what the tuner charges for a change).
+its restarts and live changes (what the tuner charges for a change). :class:`NodeRecords` is the
+node's ``records``, built from its :class:`~asgard.resources.cassandra.node_spec.NodeSpec`.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..numa import Binding, InstancePlan
-from ..process import ServerError
-
-if TYPE_CHECKING:
-    from .node import CassandraNode
+from ..numa import InstancePlan
+from .node_spec import NodeSpec
 
 
 class NodeRecords:
-    """The node's launch record, placement and measurement logs; mixed into CassandraNode."""
+    """The node's launch record, placement and measurement logs, in ``spec.workdir``."""
+
+    def __init__(self, spec: NodeSpec, kind: str):
+        self.spec = spec
+        # the node's class name, on record: a TunerNode is restarted by the tuner's tooling only
+        self.kind = kind
 
     # --- placement (NUMA plan) -------------------------------------------------------------
     @property
     def placement_file(self) -> Path:
-        return self.workdir / "placement.json"
-
-    def binding(self) -> Binding | None:
-        if self.placement is not None:
-            return self.placement.binding
-        return super().binding()
+        return self.spec.workdir / "placement.json"
 
     def launched_placement(self) -> InstancePlan | None:
         """The plan the running instance was launched with (None: launched without one)."""
@@ -40,50 +38,35 @@ class NodeRecords:
     # --- launch record: what a later process needs to restart this instance as it runs ---------
     @property
     def launch_file(self) -> Path:
-        return self.workdir / "launch.json"
+        return self.spec.workdir / "launch.json"
 
     def launch_record(self) -> dict[str, Any]:
         """The constructor arguments that shape the instance's configuration: a ring member
         rebuilt with the defaults would render another token and seed, and restart outside its ring."""
-        record = {"kind": type(self).__name__, "index": self.index, "nodes": self.nodes, "seed": self.seed,
-                  "ring_position": self.ring_position, "heap": self.heap, "numa_node": self.numa_node,
-                  "version": self.version, "native_port": self.native_port, "authenticate": self.authenticate,
-                  "fast_start": self.fast_start, "system_properties": self.system_properties, "patches": self.patches}
-        if self.seeds:  # a member of a ring across hosts: where and in which ring it runs
-            record.update(seeds=self.seeds, datacenter=self.datacenter, rack=self.rack, ring_ca=self.ring_ca,
-                          replication_factor=self.replication_factor, address=self.address, netns=self.netns)
+        spec = self.spec
+        record = {"kind": self.kind, "index": spec.index, "nodes": spec.nodes, "seed": spec.seed,
+                  "ring_position": spec.ring_position, "heap": spec.heap, "numa_node": spec.numa_node,
+                  "version": spec.version, "native_port": spec.native_port, "authenticate": spec.authenticate,
+                  "fast_start": spec.fast_start, "system_properties": spec.system_properties, "patches": spec.patches}
+        if spec.seeds:  # a member of a ring across hosts: where and in which ring it runs
+            record.update(seeds=spec.seeds, datacenter=spec.datacenter, rack=spec.rack, ring_ca=spec.ring_ca,
+                          replication_factor=spec.replication_factor, address=spec.address, netns=spec.netns)
         return record
 
-    @classmethod
-    def launched(cls, index: int, workdir: Path | None = None) -> "CassandraNode":
-        """Instance ``index`` as it was last started (its ``launch.json`` and NUMA placement), so that
-        a restart from another process (the retune job) keeps its ring, token, heap and pinning.
-
-        An instance started before launch records existed is taken as a standalone node (what
-        ``CassandraNode(index)`` is); :class:`~asgard.resources.cassandra.cluster.RingMemberError` is raised
-        by the ring discovery when such an instance is one of several members."""
+    def save_launch(self) -> None:
+        """Before a start: the launch record and the placement (none: no placement file)."""
         import json
 
-        probe = cls(index=index, workdir=workdir)
-        try:
-            record = json.loads(probe.launch_file.read_text())
-        except FileNotFoundError:
-            return probe
-        kind = record.pop("kind", cls.__name__)
-        if kind != cls.__name__:  # e.g. the tuner's TunerNode: another cluster name, its own tooling
-            raise ServerError(f"{probe.name} was launched as a {kind}, not a {cls.__name__}: restart it with the "
-                              "tooling that started it (a TunerNode: `asgard tune`)")
-        placement = probe.launched_placement()
-        record.pop("index", None)
-        if placement is not None:  # heap and NUMA node come with the placement
-            record.pop("heap", None)
-            record.pop("numa_node", None)
-        return cls(index=index, workdir=workdir, placement=placement, **record)
+        self.launch_file.write_text(json.dumps(self.launch_record(), sort_keys=True))
+        if self.spec.placement is not None:
+            self.placement_file.write_text(json.dumps(self.spec.placement.to_dict()))
+        else:
+            self.placement_file.unlink(missing_ok=True)
 
     # --- measured restart cost ----------------------------------------------------------
     @property
     def restart_log(self) -> Path:
-        return self.workdir / "restarts.jsonl"
+        return self.spec.workdir / "restarts.jsonl"
 
     def record_restart(self, seconds: float, **detail: Any) -> None:
         self._append_record(self.restart_log, seconds=round(seconds, 3), **{
@@ -93,9 +76,9 @@ class NodeRecords:
         """One JSON line (when, this instance, ``fields``) appended to one of its measurement logs."""
         import json
 
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.spec.workdir.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as f:
-            f.write(json.dumps({"at": time.time(), "endpoint": self.endpoint, **fields}) + "\n")
+            f.write(json.dumps({"at": time.time(), "endpoint": self.spec.endpoint, **fields}) + "\n")
 
     def restart_seconds(self, recent: int = 5) -> float | None:
         """Median stop-to-ready seconds of this instance's last ``recent`` restarts (None: never
@@ -105,7 +88,7 @@ class NodeRecords:
     # --- measured live-change cost ------------------------------------------------------
     @property
     def live_change_log(self) -> Path:
-        return self.workdir / "live_changes.jsonl"
+        return self.spec.workdir / "live_changes.jsonl"
 
     def record_live_change(self, seconds: float, slowdown: float | None) -> None:
         """A live change (nodetool, ALTER TABLE/KEYSPACE) applied to this instance: how long it

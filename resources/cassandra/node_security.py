@@ -1,6 +1,7 @@
 """The secure part of :class:`~asgard.resources.cassandra.node.CassandraNode` (``secure=True``):
 TLS-only CQL from the node's own (or its ring's) certificate, JMX behind a login, and a superuser
-of its own in place of the stock ``cassandra``/``cassandra``.
+of its own in place of the stock ``cassandra``/``cassandra``. :class:`NodeSecurity` is the node's
+``security``, built from its :class:`~asgard.resources.cassandra.node_spec.NodeSpec` alone.
 """
 from __future__ import annotations
 
@@ -10,48 +11,57 @@ from typing import Any
 
 from ..paths import write_private
 from ..process import ServerError
+from .node_spec import NodeSpec
 from .tls import NodeTLS, ensure_node_certificate, issue_node_certificate
 
 # the superuser a secure node is given in place of the stock cassandra/cassandra (which is dropped)
 SUPERUSER = "asgard_admin"
 
 
+def secure_marker(workdir: Path) -> Path:
+    """Where a node records that it is secure (read before its spec exists: it decides ``secure``)."""
+    return workdir / "conf" / "secure"
+
+
 class NodeSecurity:
-    """Certificates, passwords and the superuser login of a secure node; mixed into CassandraNode,
-    whose ``conf_dir``, ``workdir``, ``address``, ``secure`` and ring settings it reads."""
+    """Certificates, passwords and the superuser login of a secure node: its directory, address,
+    ``secure`` and ring settings come from ``spec``."""
+
+    def __init__(self, spec: NodeSpec):
+        self.spec = spec
 
     @property
     def secure_marker(self) -> Path:
-        return self.conf_dir / "secure"
+        return secure_marker(self.spec.workdir)
 
     @property
     def tls(self) -> NodeTLS:
-        return NodeTLS(self.conf_dir / "tls")
+        return NodeTLS(self.spec.conf_dir / "tls")
 
     @property
     def password_file(self) -> Path:
         """The generated superuser's password (mode 0600); the user is :data:`SUPERUSER`."""
-        return self.workdir / "superuser.password"
+        return self.spec.workdir / "superuser.password"
 
     @property
     def jmx_password_file(self) -> Path:
         """``<user> <password>`` for the JMX server (the JDK may rewrite it with hashes)."""
-        return self.conf_dir / "jmxremote.password"
+        return self.spec.conf_dir / "jmxremote.password"
 
     @property
     def nodetool_password_file(self) -> Path:
         """``<user> <password>`` for ``nodetool -pwf`` (kept apart: the server's copy gets hashed)."""
-        return self.conf_dir / "nodetool.password"
+        return self.spec.conf_dir / "nodetool.password"
 
     @property
-    def _superuser_ready(self) -> Path:
-        return self.workdir / "superuser.ready"  # removed by wipe(): fresh data has only the stock role
+    def superuser_ready(self) -> Path:
+        return self.spec.workdir / "superuser.ready"  # removed by wipe(): fresh data has only the stock role
 
     def superuser_password(self) -> str:
         """The generated superuser's password, made (random, 0600 file) on first use; on a ring across
         hosts, the ring's one (kept beside its CA) copied to the member."""
-        if self.ring_ca and not self.password_file.exists():
-            shared = Path(self.ring_ca) / "superuser.password"
+        if self.spec.ring_ca and not self.password_file.exists():
+            shared = Path(self.spec.ring_ca) / "superuser.password"
             if not shared.exists():
                 import secrets
 
@@ -69,28 +79,30 @@ class NodeSecurity:
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments of :class:`~asgard.resources.stores.cql.CassandraObjectStore` that reach
         this node: its address and port and, for a secure node, its CA and superuser."""
-        options: dict[str, Any] = {"contact_points": [self.address], "port": self.native_port}
-        if self.secure:
+        options: dict[str, Any] = {"contact_points": [self.spec.address], "port": self.spec.native_port}
+        if self.spec.secure:
             options.update(username=SUPERUSER, password=self.superuser_password(),
                            ssl_ca_file=str(self.tls.ca_cert), ssl_verify_hostname=True)
         return options
 
-    def _prepare_security(self) -> None:
-        if not self.secure:
+    def prepare(self) -> None:
+        """Before a start: the secure marker, certificate and JMX password files (or no marker)."""
+        if not self.spec.secure:
             self.secure_marker.unlink(missing_ok=True)
             return
-        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.spec.conf_dir.mkdir(parents=True, exist_ok=True)
         self.secure_marker.write_text("TLS-only CQL, PasswordAuthenticator, JMX authentication\n")
-        if self.ring_ca:
-            issue_node_certificate(Path(self.ring_ca), self.tls.directory, self.address)
+        if self.spec.ring_ca:
+            issue_node_certificate(Path(self.spec.ring_ca), self.tls.directory, self.spec.address)
         else:
-            ensure_node_certificate(self.tls.directory, self.address)
+            ensure_node_certificate(self.tls.directory, self.spec.address)
         line = f"{SUPERUSER} {self.superuser_password()}\n"
         write_private(self.jmx_password_file, line)
         write_private(self.nodetool_password_file, line)
 
-    def _jmx_flags(self) -> list[str]:
-        if not self.secure:
+    def jmx_flags(self) -> list[str]:
+        """The JVM flags that put the node's JMX behind its login (none for an open node)."""
+        if not self.spec.secure:
             return []
         # Cassandra 5.0 reads these at start; JMX stays bound to loopback (jmx.local.port)
         # the add-exports line is Cassandra's conf/jvm17-server.options': its JMX authenticator wraps the JDK's
@@ -103,16 +115,16 @@ class NodeSecurity:
         and logged in as :data:`SUPERUSER` on a secure node, unless ``username`` is given."""
         from ..stores.cql import build_cluster
 
-        if self.secure and username is None:
+        if self.spec.secure and username is None:
             username, password = SUPERUSER, self.superuser_password()
-        return build_cluster([self.address], self.native_port, username=username, password=password,
+        return build_cluster([self.spec.address], self.spec.native_port, username=username, password=password,
                              connect_timeout=timeout, admin=True,
-                             tls=(str(self.tls.ca_cert), None, None, True) if self.secure else None)
+                             tls=(str(self.tls.ca_cert), None, None, True) if self.spec.secure else None)
 
-    def _ensure_superuser(self, timeout: float = 120) -> None:
+    def ensure_superuser(self, timeout: float = 120) -> None:
         """Give a fresh secure node its own superuser (random password, in :attr:`password_file`)
         and drop the stock ``cassandra``/``cassandra`` one, which every scanner tries first."""
-        if self._superuser_ready.exists():
+        if self.superuser_ready.exists():
             return
         from cassandra import AuthenticationFailed
         from cassandra.cluster import NoHostAvailable
@@ -130,7 +142,7 @@ class NodeSecurity:
 
         password = self.superuser_password()
         deadline = time.monotonic() + timeout
-        founder = not self.seeds or self.address == self.seeds[0]
+        founder = not self.spec.seeds or self.spec.address == self.spec.seeds[0]
         while True:
             try:
                 session = login(SUPERUSER, password)  # done before (the marker went with a wipe of data/)
@@ -142,7 +154,7 @@ class NodeSecurity:
                     time.sleep(0.5)
                     continue
                 if not auth_failed(exc) or not founder:
-                    raise ServerError(f"{self.name}: no CQL login as {SUPERUSER} over TLS within {timeout:.0f}s: "
+                    raise ServerError(f"{self.spec.name}: no CQL login as {SUPERUSER} over TLS within {timeout:.0f}s: "
                                       f"{exc}") from exc
             try:
                 # the stock role appears shortly after CQL opens (superuser_setup_delay_ms)
@@ -152,7 +164,7 @@ class NodeSecurity:
                     time.sleep(0.5)
                     continue
                 raise ServerError(
-                    f"{self.name}: neither {SUPERUSER} (password in {self.password_file}) nor the stock superuser "
+                    f"{self.spec.name}: neither {SUPERUSER} (password in {self.password_file}) nor the stock superuser "
                     f"can log in ({exc}). If the password file was replaced, restore it, or wipe the node's data "
                     "(`asgard cassandra down`, delete its data/ directory) to set it up again.") from exc
             try:
@@ -165,5 +177,5 @@ class NodeSecurity:
             session.execute("DROP ROLE IF EXISTS cassandra")
         finally:
             session.cluster.shutdown()
-        self._superuser_ready.parent.mkdir(parents=True, exist_ok=True)
-        self._superuser_ready.write_text(f"{SUPERUSER}\n")
+        self.superuser_ready.parent.mkdir(parents=True, exist_ok=True)
+        self.superuser_ready.write_text(f"{SUPERUSER}\n")
