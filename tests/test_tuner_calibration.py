@@ -143,6 +143,9 @@ def test_apply_reaches_keyspace_table_node_and_client(tuner_node, tuner_store):
     server = [k for k in KNOBS if KNOBS[k].apply != CLIENT and k not in heap_derived]
     assert {k: in_force[k] for k in server} == {k: new[k] for k in server}
     assert {k: in_force[k] for k in heap_derived} == heap_derived
+    # the same change again (the record of what was in force now stale): the schema has it, no ALTER
+    again = apply(tuner_node, tuner_store, new, prev)
+    assert again.table == [] and not again.restarted and tuner_node.pid() == pid
     # the client side: the next put is chunked and compressed as tuned, and reads back
     key = ObjectKey("tuner/apply", "out")
     data = bytes(range(256)) * 4096  # 1 MiB
