@@ -163,9 +163,10 @@ def _measure(config: dict, first_index: int, workdir, clients: int, seconds: flo
         raise RuntimeError(f"bench scaling, configuration {config['config']!r}: {type(exc).__name__}: {exc}\n"
                            f"{logs}") from exc
     finally:
-        if store is not None and store._session is not None:
+        session = store.connection.established() if store is not None else None
+        if session is not None:
             # the ring goes away: a session left open would keep trying to reconnect to it
-            store._session.cluster.shutdown()
+            session.cluster.shutdown()
         ring.stop()
 
 

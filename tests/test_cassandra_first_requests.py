@@ -44,7 +44,7 @@ payload = os.urandom(10 * 1024)
 store.put(ObjectKey.for_run(sys.argv[2], "first", "put"), payload)
 store.put(ObjectKey.for_run(sys.argv[2], "second", "put"), payload)
 back = [store.get(ObjectKey.for_run(sys.argv[2], name, "put"))[0] == payload for name in ("first", "second")]
-print(json.dumps({"sent": sent, "early": early, "back": back, "prepared": sorted(store._prepared)}))
+print(json.dumps({"sent": sent, "early": early, "back": back, "prepared": sorted(store.statements.prepared)}))
 """
 
 
@@ -64,7 +64,7 @@ def test_a_fresh_process_first_put_waits_for_no_prepare_and_no_settings_read(cas
 
     cassandra_store.ensure_schema()
     for name in ("insert_head", "insert_index", "select_head"):  # the node holds them, as after any step
-        cassandra_store._statement(name)
+        cassandra_store.statements.get(name)
     out = subprocess.run([sys.executable, "-c", _FIRST_REQUESTS, TEST_KEYSPACE, run_id], capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
     result = json.loads(out.strip().splitlines()[-1])
@@ -98,7 +98,7 @@ def test_a_fresh_process_first_get_reads_its_input_before_the_session_is_up(cass
     import sys
 
     cassandra_store.ensure_schema()
-    cassandra_store._statement("select_head")  # the node holds it, as after any step
+    cassandra_store.statements.get("select_head")  # the node holds it, as after any step
     payload = os.urandom(10 * 1024)
     cassandra_store.put(ObjectKey.for_run(run_id, "first", "put"), payload)
     out = subprocess.run([sys.executable, "-c", _FIRST_REQUESTS, TEST_KEYSPACE, run_id], capture_output=True,
@@ -157,7 +157,7 @@ def test_eight_threads_first_puts_in_a_fresh_process_share_one_session(cassandra
 
     cassandra_store.ensure_schema()
     for name in ("insert_head", "insert_index", "select_head"):
-        cassandra_store._statement(name)
+        cassandra_store.statements.get(name)
     out = subprocess.run([sys.executable, "-c", _THREADS_FIRST, TEST_KEYSPACE, run_id], capture_output=True,
                          text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
     result = json.loads(out.strip().splitlines()[-1])
@@ -229,13 +229,13 @@ def test_a_first_put_routes_by_its_head_partition(cassandra_store, run_id, monke
     scope, path = f"run/{run_id}", "step/out"
     head = ("insert_head", (scope, path, "", 0, b"manifest", b"data", 60))
     index = ("insert_index", (scope, path, "v1", 0, True, 60))
-    head_key = cassandra_store._statement("select_chunk").bind((scope, path, "", 0, 0)).routing_key
-    index_key = cassandra_store._statement("insert_index").bind(index[1]).routing_key
+    head_key = cassandra_store.statements.get("select_chunk").bind((scope, path, "", 0, 0)).routing_key
+    index_key = cassandra_store.statements.get("insert_index").bind(index[1]).routing_key
     assert head_key is not None and index_key is not None
-    assert cassandra_store._statement("insert_head").bind(head[1]).routing_key == head_key
-    assert cassandra_store._statement("select_head").bind((scope, path, "", 0)).routing_key == head_key
+    assert cassandra_store.statements.get("insert_head").bind(head[1]).routing_key == head_key
+    assert cassandra_store.statements.get("select_head").bind((scope, path, "", 0)).routing_key == head_key
     for requests, want in (((head, index), head_key), ((head,), head_key), ((index,), index_key)):
-        batch, known = cassandra_store._first(requests, cassandra_store.session.cluster)
+        batch, known = cassandra_store.first_requests.batch(requests, cassandra_store.session.cluster)
         assert bool(known) == (first == "known")
         assert batch.keyspace == cassandra_store.keyspace
         assert batch.routing_key == want, requests
@@ -248,8 +248,8 @@ def test_the_ids_a_first_put_and_get_send_are_the_nodes_own(cassandra_store):
     cassandra_store.ensure_schema()
     session = cassandra_store.session
     for name in ("insert_head", "insert_index", "select_head"):
-        known = cassandra_store._known(name, session.cluster)
-        prepared = session.prepare(cassandra_store._statements()[name])
+        known = cassandra_store.statements.known(name, session.cluster)
+        prepared = session.prepare(cassandra_store.statements.texts[name])
         assert known.query_id == prepared.query_id, name
         assert [(c.keyspace_name, c.table_name, c.name, c.type) for c in known.column_metadata] == [
             (c.keyspace_name, c.table_name, c.name, c.type) for c in prepared.column_metadata], name
@@ -269,7 +269,7 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
     setup.ensure_schema()  # creates the tables (and prepares only select_head)
     try:
         store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
-        ids = {name: store._known(name, store.session.cluster).query_id for name in ("insert_head", "insert_index")}
+        ids = {name: store.statements.known(name, store.session.cluster).query_id for name in ("insert_head", "insert_index")}
 
         def held() -> set:
             rows = store.session.execute("SELECT prepared_id FROM system.prepared_statements")
@@ -279,7 +279,7 @@ def test_a_first_put_by_an_id_the_node_does_not_hold_is_prepared_then(cassandra_
         key = ObjectKey.for_run(run_id, "ids", "put")
         store.put(key, b"i" * 10_000)
         assert held() == set(ids.values())
-        assert {"insert_head", "insert_index"} <= set(store._prepared)
+        assert {"insert_head", "insert_index"} <= set(store.statements.prepared)
         assert CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table).get(key)[0] == b"i" * 10_000
     finally:
         for t in (setup.qualified_table, setup.qualified_index):

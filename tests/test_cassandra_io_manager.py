@@ -193,7 +193,7 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
     send = DirectConnection._send
 
     def on_direct(conn, messages, *streams):
-        names = {stmt.query_id: stmt.query_string.split()[0] for stmt in store._prepared.values()}
+        names = {stmt.query_id: stmt.query_string.split()[0] for stmt in store.statements.prepared.values()}
         messages_sent = [m for m in messages if isinstance(m, (BatchMessage, ExecuteMessage))]  # not the login
         for message in messages_sent:
             sent.append("BATCH" if isinstance(message, BatchMessage) else names.get(message.query_id, message))
@@ -206,7 +206,7 @@ def test_a_put_reads_nothing_and_a_small_one_is_one_request(io_manager, run_id, 
     store.put(ObjectKey.for_run(run_id, "warm", "up"), 1)  # prepares the statements once
     store.put(ObjectKey.for_run(run_id, "warm", "big"), b"w" * (3 * store.chunk_size))
     store.get(ObjectKey.for_run(run_id, "warm", "big"))
-    warn = store._batch_warn_bytes()  # read once per session, before counting
+    warn = store.batch_warn_bytes()  # read once per session, before counting
     sent.clear()
     direct.clear()
     session.add_request_init_listener(listener)

@@ -56,7 +56,7 @@ def test_requests_go_to_a_replica_of_their_partition(ring):
     session = store.session
     manifest = store.read_manifest(key)
     metadata = session.cluster.metadata
-    statement = store._statement("select_chunk")
+    statement = store.statements.get("select_chunk")
     coordinators, replicas = [], []
     for i in range(manifest.chunks):
         bound = statement.bind((key.scope, key.path, manifest.version, i // store.chunks_per_partition, i))
@@ -95,7 +95,7 @@ def test_direct_requests_go_to_a_replica_of_their_head_partition(ring, monkeypat
     for i, key in enumerate(keys):
         store.put(key, i)
         assert store.get(key)[0] == i
-    metadata, head = store.session.cluster.metadata, store._prepared["select_head"]
+    metadata, head = store.session.cluster.metadata, store.statements.prepared["select_head"]
     replicas = [{h.endpoint.address for h in metadata.get_replicas(
         "asgard_ring_route", head.bind((key.scope, key.path, "", 0)).routing_key)} for key in keys]
     assert len(hosts) == 2 * len(keys)

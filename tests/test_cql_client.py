@@ -58,7 +58,8 @@ def test_a_direct_write_resent_after_the_node_applied_it_does_not_overwrite_a_ne
     key = ObjectKey(scope, "out/result")
     writer.put(ObjectKey(scope, "warm-up"), b"x")  # the session is up and the statements prepared
     writer.put(ObjectKey(scope, "warm-up2"), b"x")
-    assert writer._direct is not None
+    writer.put(ObjectKey(scope, "warm-up3"), b"x")  # the third goes direct: its connection is open
+    assert writer.direct.session() is not None
 
     calls = _applied_then_lost(monkeypatch, lambda: other.put(key, "newer"))
     fallbacks.reset()

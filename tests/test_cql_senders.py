@@ -76,3 +76,38 @@ def test_a_session_with_request_listeners_gets_every_request_and_direct_says_why
     finally:
         session.remove_request_init_listener(listener)
         store.purge_scope(key.scope)
+
+
+def test_a_node_that_no_longer_holds_a_prepared_id_is_prepared_again_quietly(cassandra_store, caplog):
+    """A member that restarted forgets the ids prepared on it: the direct path's EXECUTE is answered
+    UNPREPARED, the session's way prepares the statement again (the driver's normal course), and
+    nothing is logged at WARNING; the step-aside is counted under its own reason."""
+    import logging
+
+    from cassandra import ConsistencyLevel
+
+    from asgard.resources.stores.cql import CassandraObjectStore, fallbacks, senders
+    from asgard.resources.stores.cql.statements import FIRST_MARKERS, FIRST_PARTITION_KEY, known_prepared
+
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
+    key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
+    store.put(key, b"warm")
+    for _ in range(2):
+        store.get(key)  # the statement prepared, and the direct connection open
+    # an id this node does not hold, as after its restart: the same statement, one space longer
+    layout, cluster = store.statements.layout, store.session.cluster
+    forgotten = known_prepared(store.statements.texts["select_head"] + " ", layout.keyspace, layout.table,
+                               FIRST_MARKERS["select_head"], FIRST_PARTITION_KEY["select_head"],
+                               cluster.protocol_version)
+    forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)
+    cluster.add_prepared(forgotten.query_id, forgotten)  # what the driver re-prepares from
+    store.statements.prepared["select_head"] = forgotten
+    senders.reset()
+    fallbacks.reset()
+    with caplog.at_level(logging.DEBUG, logger="asgard.resources.stores.cql"):
+        assert store.get(key)[0] == b"warm"
+        assert store.get(key)[0] == b"warm"
+    assert senders.taken() == {"read: session": 1, "read: direct": 1}  # prepared again, then direct
+    assert fallbacks.counts() == {"direct: the node no longer held a prepared statement (it restarted)": 1}
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    store.purge_scope(key.scope)

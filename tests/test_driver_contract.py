@@ -52,18 +52,18 @@ SIGNATURES = [
      ["self", "version", "flags", "stream", "opcode", "body_offset", "end_pos"], "transport.FastReadConnection"),
     ("cassandra.cluster.Cluster", "connection_factory", ["self", "endpoint", "args", "kwargs"],
      "cluster.PreopeningCluster"),
-    ("cassandra.cluster.Cluster", "add_prepared", ["self", "query_id", "prepared_statement"], "early.FirstRequests._known"),
+    ("cassandra.cluster.Cluster", "add_prepared", ["self", "query_id", "prepared_statement"], "statements.Statements.known"),
     ("cassandra.query.PreparedStatement", "__init__",
      ["self", "column_metadata", "query_id", "routing_key_indexes", "query", "keyspace", "protocol_version",
       "result_metadata", "result_metadata_id", "column_encryption_policy"], "statements.known_prepared (positional)"),
     ("cassandra.query.BatchStatement", "_add_statement_and_params", ["self", "is_prepared", "statement", "parameters"],
-     "early.FirstRequests._first"),
+     "early.FirstRequests.batch"),
     ("cassandra.protocol.ExecuteMessage", "__init__",
      ["self", "query_id", "query_params", "consistency_level", "serial_consistency_level", "fetch_size",
       "paging_state", "timestamp", "skip_meta", "continuous_paging_options", "result_metadata_id"], "direct, early, senders"),
     ("cassandra.protocol.BatchMessage", "__init__",
      ["self", "batch_type", "queries", "consistency_level", "serial_consistency_level", "timestamp", "keyspace"],
-     "senders.DirectSender.put, early._write_early (positional)"),
+     "senders.DirectSender.put, early.FirstRequests.write_early (positional)"),
     ("cassandra.protocol.ProtocolHandler", "encode_message",
      ["msg", "stream_id", "protocol_version", "compressor", "allow_beta_protocol_version"],
      "direct_connection.DirectConnection._send"),
@@ -141,22 +141,26 @@ def test_the_module_level_names_and_instance_attributes_the_client_reads_are_the
     need(hasattr(cluster.connection_class, "initialize_reactor"), "Connection.initialize_reactor",
          "cluster.PreopeningCluster.preopen")
     need(hasattr(cluster._default_load_balancing_policy, "make_query_plan"),
-         "Cluster._default_load_balancing_policy.make_query_plan", "direct.DirectRequests._direct_host")
+         "Cluster._default_load_balancing_policy.make_query_plan", "direct.DirectRequests.host")
     for attr in ("_request_init_callbacks", "client_protocol_handler"):
-        need(hasattr(Session, attr), f"Session.{attr}", "direct.DirectRequests._direct, _direct_connection")
+        need(hasattr(Session, attr), f"Session.{attr}", "direct.DirectRequests.session, connected")
     need(hasattr(ResponseFuture, "_timer"), "ResponseFuture._timer", "retry.release")
     need(hasattr(BatchStatement(), "_statements_and_parameters"), "BatchStatement._statements_and_parameters",
-         "early.FirstRequests._write_early")
+         "early.FirstRequests.write_early")
     assert not problems, "\n".join(problems)
+
+
+#: every private name of the driver the client reads, each checked by a test above
+DRIVER_PRIVATE_NAMES = frozenset({
+    "_get_socket_addresses", "_send_options_message", "_send_startup_message", "_push_watchers", "_requests",
+    "_compressor", "_socket", "_default_load_balancing_policy", "_request_init_callbacks", "_timer",
+    "_statements_and_parameters", "_add_statement_and_params", "_on_orphaned_stream_released", "_Frame"})
 
 
 def test_the_client_uses_no_private_driver_name_this_file_does_not_check():
     """A new private name in the client must be added above: every ``._name`` the client's modules
     read off a driver object is listed here (the client's own private names excluded)."""
-    checked = {"_get_socket_addresses", "_send_options_message", "_send_startup_message", "_push_watchers",
-               "_requests", "_compressor", "_socket", "_default_load_balancing_policy", "_request_init_callbacks",
-               "_timer", "_statements_and_parameters", "_add_statement_and_params", "_on_orphaned_stream_released",
-               "_Frame"}
+    checked = DRIVER_PRIVATE_NAMES
     root = Path(__file__).parent.parent / "resources" / "stores" / "cql"
     own = set()
     used = set()

@@ -113,7 +113,7 @@ def test_one_runs_outputs_land_on_every_host(ring, dagster_instance):
     session = store.session
     owners = set()
     for path, version, group in partitions:
-        key = store._statement("select_chunk").bind((f"run/{outcome['run_id']}", path, version, group, 0)).routing_key
+        key = store.statements.get("select_chunk").bind((f"run/{outcome['run_id']}", path, version, group, 0)).routing_key
         owners |= {h.address for h in session.cluster.metadata.get_replicas("asgard_hosts", key)}
     assert owners == {m.address for m in ring.members}
     for member in ring.members:  # bytes on every host's disk

@@ -7,13 +7,12 @@ put's resend keeps its write timestamp (:func:`.cluster.pinned_timestamp`)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 
 from ..base import IN_PLACE, ObjectKey
 from .fallbacks import step_aside
-from .session import direct_slot, session_key
+from .session import direct_slot
 from .statements import HEAD_GROUP, HEAD_VERSION
 from .transport import HEAD_SINK_BYTES, Sink
 
@@ -39,16 +38,26 @@ class DirectRefused(Exception):
 
 
 class DirectRequests:
-    """A mixin of :class:`~.store.CassandraObjectStore`: its small requests, and on a single node
-    its chunk reads, on the process's direct connection to the host the driver would pick."""
+    """A store's small requests, and on a single node its chunk reads, on the process's direct
+    connection to the host the driver would pick.
 
-    @property
-    def _direct(self):
+    Args:
+        connection: the store's :class:`~.connection.Connection` (its session, endpoint and login).
+        statements: the store's :class:`~.statements.Statements` (prepared ids, the keyspace).
+        enabled: the store's ``direct_requests``; False sends everything the session's way.
+    """
+
+    def __init__(self, connection, statements, enabled: bool):
+        self.connection, self.statements, self.enabled = connection, statements, enabled
+
+    def session(self):
         """This process's established session if requests may go direct, else None: turned off,
         no session yet (a fresh process's first request goes early, :class:`.session.EarlyStart`), a
         protocol the direct connection does not speak, or listeners on the session."""
-        session = self._session
-        if not self.direct_requests or session is None or self._session_pid != os.getpid() or session.is_shutdown:
+        if not self.enabled:
+            return None
+        session = self.connection.established()
+        if session is None:
             return None
         if session.cluster.protocol_version > 4:
             step_aside("direct", "protocol v5 session (the direct connection speaks v3/v4)")
@@ -60,27 +69,27 @@ class DirectRequests:
             return None
         return session
 
-    def _direct_host(self, routing):
+    def host(self, session, routing):
         """The host the driver would send ``routing`` (a bound statement) to, or None if it is down."""
-        cluster = self._session.cluster
+        cluster = session.cluster
         hosts = cluster.metadata.all_hosts()
         if len(hosts) == 1:
             host = hosts[0]
         else:
-            host = next(iter(cluster._default_load_balancing_policy.make_query_plan(self.keyspace, routing)), None)
+            host = next(iter(cluster._default_load_balancing_policy.make_query_plan(
+                self.statements.layout.keyspace, routing)), None)
         return None if host is None or host.is_up is False else host
 
     @contextlib.contextmanager
-    def _direct_connection(self, host):
+    def connected(self, session, host):
         """This process's :class:`~.direct_connection.DirectConnection` to ``host``, held for the block;
         None if another thread holds it, or it failed less than ``DIRECT_RETRY_SECONDS`` ago, or
         it cannot be opened. An exception out of the block closes it (its state is unknown)."""
         from .direct_connection import DirectConnection
 
-        session = self._session
+        endpoint = self.connection.endpoint
         address, port = host.endpoint.address, host.endpoint.port
-        slot = direct_slot((session_key(self.contact_points, self.port, self.username, self.password, self.tls),
-                            address, port))
+        slot = direct_slot((endpoint.session_key(), address, port))
         if not slot.lock.acquire(blocking=False):
             step_aside("direct", "the connection is in use by another thread", warn=False)
             yield None
@@ -96,7 +105,7 @@ class DirectRequests:
                 def open_connection():
                     try:
                         slot.conn = DirectConnection(
-                            address, port, cluster.protocol_version, self.request_timeout, self.connect_timeout,
+                            address, port, cluster.protocol_version, endpoint.request_timeout, endpoint.connect_timeout,
                             cluster.ssl_context, cluster.auth_provider, session.client_protocol_handler)
                     except Exception as exc:
                         step_aside("direct", "the direct connection could not be opened", f"{address}:{port}: {exc!r}")
@@ -133,35 +142,40 @@ class DirectRequests:
         finally:
             slot.lock.release()
 
-    def _send_direct(self, messages, routing, result_metadata=None, sink_min_bytes: int | None = None):
-        """Send ``messages(timestamp)`` on the direct connection (:meth:`_direct_connection`) to
-        the host the driver would pick for ``routing`` (a bound statement), and return their
-        answers; None (the caller sends them the session's way, which retries and maps errors)
-        if any is not a result, the connection fails, or another thread is using it."""
+    def send(self, messages, routing, result_metadata=None, sink_min_bytes: int | None = None):
+        """Send ``messages(timestamp)`` on the direct connection (:meth:`connected`) to the host
+        the driver would pick for ``routing`` (a bound statement), and return their answers; None
+        (the caller sends them the session's way, which retries and maps errors) if any is not a
+        result, the connection fails, or another thread is using it."""
         from cassandra.protocol import ResultMessage
 
-        host = self._direct_host(routing)
+        session = self.connection.established()
+        host = None if session is None else self.host(session, routing)
         if host is None:
             return None
         try:
-            with self._direct_connection(host) as conn:
+            with self.connected(session, host) as conn:
                 if conn is None:
                     return None
-                msgs = messages(self._session.cluster.timestamp_generator())
+                msgs = messages(session.cluster.timestamp_generator())
                 if len(msgs) == 1:
                     answers = [conn.request(msgs[0], result_metadata, sink_min_bytes)]
                 else:
                     answers = conn.requests(msgs)
-        except Exception:  # counted where the connection was dropped (_direct_connection)
+        except Exception:  # counted where the connection was dropped (connected)
             return None
-        if all(isinstance(a[0] if type(a) is tuple else a, ResultMessage) for a in answers):
+        refused = next((a for a in answers if not isinstance(a[0] if type(a) is tuple else a, ResultMessage)), None)
+        if refused is None:
             return answers
-        step_aside("direct", "the node answered other than with a result",
-                   next(a for a in answers if not isinstance(a[0] if type(a) is tuple else a, ResultMessage)))
+        if is_unprepared(refused):
+            # a node that restarted forgets its prepared ids: the session's way prepares again (normal)
+            step_aside("direct", "the node no longer held a prepared statement (it restarted)", refused, warn=False)
+        else:
+            step_aside("direct", "the node answered other than with a result", refused)
         return None
 
-    def _read_chunks_direct(self, key: ObjectKey, version: str, count: int, targets: list[memoryview],
-                            done: set):
+    def read_chunks(self, key: ObjectKey, version: str, count: int, targets: list[memoryview], done: set,
+                    chunks_per_partition: int, concurrency: int):
         """Chunks ``(i, IN_PLACE or data)`` read on the direct connection, ``concurrency`` in
         flight, each blob received into its target on the calling thread; ``done`` collects
         the indexes yielded. Stops early (the caller reads the rest the session's way) if the
@@ -169,40 +183,42 @@ class DirectRequests:
         single node only: on a ring each chunk's replica differs, and the pool routes them."""
         from cassandra.protocol import ExecuteMessage, ResultMessage
 
-        session = self._session
+        session = self.connection.established()
+        if session is None:
+            return
         hosts = session.cluster.metadata.all_hosts()
         if len(hosts) != 1 or hosts[0].is_up is False:
             return
-        stmt = self._statement("select_chunk")
-        per, skip = self.chunks_per_partition, bool(stmt.result_metadata)
+        stmt = self.statements.get("select_chunk")
+        per, skip = chunks_per_partition, bool(stmt.result_metadata)
         items = ((i, ExecuteMessage(stmt.query_id, stmt.bind((key.scope, key.path, version, i // per, i)).values,
                                     stmt.consistency_level, skip_meta=skip)) for i in range(count))
         try:
-            with self._direct_connection(hosts[0]) as conn:
+            with self.connected(session, hosts[0]) as conn:
                 if conn is None:
                     return
-                for i, answer, filled in conn.pipeline(items, self.concurrency, targets.__getitem__,
+                for i, answer, filled in conn.pipeline(items, concurrency, targets.__getitem__,
                                                        stmt.result_metadata):
                     if not isinstance(answer, ResultMessage):
                         raise DirectRefused(answer)
                     done.add(i)
                     yield i, (IN_PLACE if filled else (answer.parsed_rows[0][0] if answer.parsed_rows else None))
-        except Exception:  # counted where the connection was dropped (_direct_connection)
+        except Exception:  # counted where the connection was dropped (connected)
             return
 
-    def _read_head_direct(self, key: ObjectKey):
-        """The head row of ``key`` on the direct connection (:meth:`_send_direct`): ``(row, sink)``,
-        False for no row, or None to read it the session's way. An inline object's data of
-        ``HEAD_SINK_BYTES`` or more is received into a buffer of its own, as on the pool's
-        connections (:meth:`_head_sink`)."""
+    def read_head(self, key: ObjectKey, in_place: bool):
+        """The head row of ``key`` on the direct connection (:meth:`send`): ``(row, sink)``, False
+        for no row, or None to read it the session's way. With ``in_place``, an inline object's
+        data of ``HEAD_SINK_BYTES`` or more is received into a buffer of its own, as on the
+        pool's connections (:func:`.transport.head_sink`)."""
         from cassandra.protocol import ExecuteMessage
 
-        stmt = self._prepared["select_head"]
+        stmt = self.connection.state.prepared["select_head"]
         bound = stmt.bind((key.scope, key.path, HEAD_VERSION, HEAD_GROUP))
-        answers = self._send_direct(
+        answers = self.send(
             lambda ts: [ExecuteMessage(stmt.query_id, bound.values, stmt.consistency_level,
                                        skip_meta=bool(stmt.result_metadata))],
-            bound, stmt.result_metadata, HEAD_SINK_BYTES if self._receives_in_place else None)
+            bound, stmt.result_metadata, HEAD_SINK_BYTES if in_place else None)
         if answers is None:
             return None
         answer, sink = answers[0], None
@@ -215,3 +231,9 @@ class DirectRequests:
         manifest, data = answer.parsed_rows[0]
         return HeadRow(manifest, data), sink
 
+
+def is_unprepared(answer) -> bool:
+    """Whether ``answer`` (a message or ``(message, blob)``) is the node's UNPREPARED error."""
+    from cassandra.protocol import PreparedQueryNotFound
+
+    return isinstance(answer[0] if type(answer) is tuple else answer, PreparedQueryNotFound)

@@ -1,5 +1,5 @@
 """Sending again: the driver's retry policy of every store session (:func:`ride_through_retry_policy`)
-and the store's own resends (:class:`RetryingRequests`): a restarting node ridden through for
+and the store's own resends (:class:`Requests`): a restarting node ridden through for
 ``ride_through_seconds``, a full socket buffer backed off, a table still settling waited for,
 and what is left mapped to the store's typed errors. Every statement the store sends is
 idempotent, and a put's rows keep their write timestamp across resends
@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from ..errors import StoreFullError, StoreUnavailableError
 from .errors import FULL_HINT, LOCAL_HINT, is_busy, is_disk_full, is_reconnecting, is_schema_settling
-from .transport import Sink
+from .transport import Sink, into
 
 
 #: chunk groups a stream's index row names ahead of the ones written (one index write per 64)
@@ -65,25 +65,33 @@ def release(future) -> None:
 
 
 
-class RetryingRequests:
-    """The store's requests through the driver's session, sent again while that is worth it
-    (a mixin of :class:`~.store.CassandraObjectStore`: it needs ``session``, ``concurrency``,
-    ``request_timeout``, ``connect_timeout``, ``ride_through_seconds``, ``_statement``, ``_into``
-    and ``_where``)."""
+class Requests:
+    """The store's requests through the driver's session, sent again while that is worth it, and
+    what is left mapped to the store's typed errors.
 
-    def _execute(self, session, statement, params=None, prepare=False):
+    Args:
+        connection: the store's :class:`~.connection.Connection` (its session and endpoint).
+    """
+
+    def __init__(self, connection):
+        self.connection = connection
+
+    def execute(self, session, statement, params=None, prepare=False):
+        """``session.execute(statement, params)`` (or ``session.prepare(statement)``), resent
+        while a node restarts or a new table settles; a failure as a typed store error."""
         from cassandra import InvalidRequest, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
         from cassandra.protocol import ServerError
 
+        endpoint = self.connection.endpoint
         start = time.monotonic()
-        deadline = start + self._reconnect_window
+        deadline = start + endpoint.reconnect_window
         while True:
             try:
                 if prepare:
                     return session.prepare(statement)
-                return session.execute(statement, params, timeout=self.request_timeout)
+                return session.execute(statement, params, timeout=endpoint.request_timeout)
             except (NoHostAvailable, ServerError) as exc:
                 if not prepare and is_schema_settling(exc) and time.monotonic() < start + SCHEMA_SETTLE_SECONDS:
                     time.sleep(0.05)
@@ -93,37 +101,30 @@ class RetryingRequests:
                 if is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
                     continue
-                raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
+                raise StoreUnavailableError("Cassandra", endpoint.where, LOCAL_HINT, exc) from exc
             except (OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException) as exc:
                 # a restarting node: the driver reconnects within its back-off (0.2 s, doubling to 5 s)
                 if is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
                     continue
-                raise StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc) from exc
+                raise StoreUnavailableError("Cassandra", endpoint.where, LOCAL_HINT, exc) from exc
             except InvalidRequest as exc:
                 if is_disk_full(exc):
-                    raise StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT) from exc
+                    raise StoreFullError("Cassandra", endpoint.where, str(exc), FULL_HINT) from exc
                 raise
 
-    def _run(self, name: str, params) -> Any:
-        return self._execute(self.session, self._statement(name), params)
-
-    @property
-    def _reconnect_window(self) -> float:
-        """Seconds a request resends while the driver reconnects to a restarting node."""
-        return max(self.connect_timeout, self.ride_through_seconds)
-
-    def _pipelined(self, items: Iterator[tuple[Any, str, tuple]],
-                   sinks: dict[Any, Sink] | None = None) -> Iterator[tuple[Any, list]]:
-        """Run prepared statements ``(tag, name, params)`` with at most ``concurrency`` requests in
-        flight, yielding ``(tag, rows)`` as they complete. The next item is not pulled until a
-        slot frees (backpressure); a request the driver refuses because its socket is full
+    def pipelined(self, items: Iterator[tuple[Any, Any, tuple]], concurrency: int,
+                  sinks: dict[Any, Sink] | None = None) -> Iterator[tuple[Any, list]]:
+        """Run prepared statements ``(tag, statement, params)`` with at most ``concurrency``
+        requests in flight, yielding ``(tag, rows)`` as they complete. The next item is not pulled
+        until a slot frees (backpressure); a request the driver refuses because its socket is full
         ("Connection ... is overloaded") is retried after a short pause instead of failing.
         A request whose tag has a sink in ``sinks`` may have its blob received into it."""
         import queue
         from collections import deque
 
-        session = self.session
+        session = self.connection.session
+        timeout = self.connection.endpoint.request_timeout
         reconnect_deadline: float | None = None
         done: queue.Queue = queue.Queue()
         pending: dict = {}
@@ -132,8 +133,8 @@ class RetryingRequests:
         exhausted, in_flight = False, 0
 
         def submit(tag, statement, params, attempt):
-            future = self._into(sinks.get(tag) if sinks else None, session.execute_async, statement, params,
-                                timeout=self.request_timeout)
+            future = into(sinks.get(tag) if sinks else None, session.execute_async, statement, params,
+                          timeout=timeout)
             pending[id(future)] = future
             future.add_callbacks(
                 lambda rows, f=id(future): done.put((f, tag, statement, params, attempt, rows, None)),
@@ -141,16 +142,16 @@ class RetryingRequests:
             )
 
         while True:
-            while in_flight < self.concurrency and (retries or not exhausted):
+            while in_flight < concurrency and (retries or not exhausted):
                 if retries:
                     submit(*retries.popleft())
                 else:
                     try:
-                        tag, name, params = next(items)
+                        tag, statement, params = next(items)
                     except StopIteration:
                         exhausted = True
                         break
-                    submit(tag, self._statement(name), params, 0)
+                    submit(tag, statement, params, 0)
                 in_flight += 1
             if in_flight == 0:
                 return
@@ -168,20 +169,22 @@ class RetryingRequests:
             elif is_reconnecting(exc):
                 # a restarting node: resend until the driver reconnects, for the ride-through at most
                 if reconnect_deadline is None:
-                    reconnect_deadline = time.monotonic() + self._reconnect_window
+                    reconnect_deadline = time.monotonic() + self.connection.endpoint.reconnect_window
                 if time.monotonic() >= reconnect_deadline:
-                    raise self._map_error(exc) from exc
+                    raise self.map_error(exc) from exc
                 time.sleep(0.2)
                 retries.append((tag, statement, params, attempt + 1))
             else:
-                raise self._map_error(exc) from exc
+                raise self.map_error(exc) from exc
 
-    def _map_error(self, exc: BaseException) -> BaseException:
+    def map_error(self, exc: BaseException) -> BaseException:
+        """The store's typed error for a driver error a request ended with (others as they are)."""
         from cassandra import OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout
         from cassandra.cluster import NoHostAvailable
 
+        where = self.connection.endpoint.where
         if is_disk_full(exc):
-            return StoreFullError("Cassandra", self._where(), str(exc), FULL_HINT)
+            return StoreFullError("Cassandra", where, str(exc), FULL_HINT)
         if isinstance(exc, (NoHostAvailable, OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout)):
-            return StoreUnavailableError("Cassandra", self._where(), LOCAL_HINT, exc)
+            return StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc)
         return exc

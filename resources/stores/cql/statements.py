@@ -3,8 +3,12 @@ by a computed id for a fresh process's first requests (:func:`known_prepared`), 
 created where it is missing."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..base import MiB
 from ..errors import SchemaLayoutError
+from .options import opts
 
 
 # the columns (and their kind) of the two tables: a table of another layout is refused by name
@@ -66,11 +70,21 @@ def known_prepared(cql: str, keyspace: str, table: str, markers: tuple[tuple[str
                              None, protocol_version, None, None)
 
 
-class Schema:
-    """The store's statements, prepared on first use, and its two tables, created where missing
-    or refused by name where another layout holds them (a mixin of
-    :class:`~.store.CassandraObjectStore`: it needs ``session``, ``keyspace``, ``table``,
-    ``consistency``, ``replication_factor``, ``durable_writes`` and ``_execute``)."""
+@dataclass(frozen=True)
+class TableLayout:
+    """Where a store's objects live and how they are read and written.
+
+    Attributes:
+        keyspace, table: the objects' table (``<table>_index`` beside it).
+        consistency: the consistency level's name of every read and write.
+        replication_factor, durable_writes: the keyspace's, when the store creates it.
+    """
+
+    keyspace: str
+    table: str
+    consistency: str
+    replication_factor: int
+    durable_writes: bool
 
     @property
     def qualified_table(self) -> str:
@@ -80,149 +94,196 @@ class Schema:
     def qualified_index(self) -> str:
         return f"{self.keyspace}.{self.table}_index"
 
-    def _statements(self) -> dict[str, str]:
-        t, ix = self.qualified_table, self.qualified_index
-        return {
-            "insert_chunk": f"INSERT INTO {t} (scope, path, version, grp, chunk, data) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?",
-            "insert_head": (f"INSERT INTO {t} (scope, path, version, grp, chunk, manifest, data) "
-                            "VALUES (?, ?, ?, ?, 0, ?, ?) USING TTL ?"),
-            "insert_index": (f"INSERT INTO {ix} (scope, path, version, groups, committed) VALUES (?, ?, ?, ?, ?) "
-                             "USING TTL ?"),
-            # every partition key column bound, '' and 0 included: the driver routes by the whole key
-            "select_head": f"SELECT manifest, data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = 0",
-            "select_chunk": f"SELECT data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = ?",
-            "select_index": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ?",
-            "select_index_path": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ? AND path = ?",
-            "delete_partition": f"DELETE FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ?",
-            "delete_index_scope": f"DELETE FROM {ix} WHERE scope = ?",
-            "delete_index_path": f"DELETE FROM {ix} WHERE scope = ? AND path = ?",
-        }
 
-    def _statement(self, name: str):
+# the bind markers, (column, type) in order, of the statements a fresh process sends first,
+# and which of them make the partition key (the driver routes by it)
+FIRST_MARKERS = {
+    "insert_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int"),
+                    ("manifest", "blob"), ("data", "blob"), ("[ttl]", "int")),
+    "insert_index": (("scope", "text"), ("path", "text"), ("version", "text"), ("groups", "int"),
+                     ("committed", "boolean"), ("[ttl]", "int")),
+    "select_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int")),
+}
+FIRST_PARTITION_KEY = {"insert_head": (0, 1, 2, 3), "insert_index": (0,), "select_head": (0, 1, 2, 3)}
+
+
+def statement_texts(layout: TableLayout) -> dict[str, str]:
+    """The CQL of every statement the store sends, by name."""
+    t, ix = layout.qualified_table, layout.qualified_index
+    return {
+        "insert_chunk": f"INSERT INTO {t} (scope, path, version, grp, chunk, data) VALUES (?, ?, ?, ?, ?, ?) USING TTL ?",
+        "insert_head": (f"INSERT INTO {t} (scope, path, version, grp, chunk, manifest, data) "
+                        "VALUES (?, ?, ?, ?, 0, ?, ?) USING TTL ?"),
+        "insert_index": (f"INSERT INTO {ix} (scope, path, version, groups, committed) VALUES (?, ?, ?, ?, ?) "
+                         "USING TTL ?"),
+        # every partition key column bound, '' and 0 included: the driver routes by the whole key
+        "select_head": f"SELECT manifest, data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = 0",
+        "select_chunk": f"SELECT data FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ? AND chunk = ?",
+        "select_index": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ?",
+        "select_index_path": f"SELECT path, version, groups, committed FROM {ix} WHERE scope = ? AND path = ?",
+        "delete_partition": f"DELETE FROM {t} WHERE scope = ? AND path = ? AND version = ? AND grp = ?",
+        "delete_index_scope": f"DELETE FROM {ix} WHERE scope = ?",
+        "delete_index_path": f"DELETE FROM {ix} WHERE scope = ? AND path = ?",
+    }
+
+
+class Statements:
+    """A store's statements, prepared on first use on its connection's session, and its two
+    tables, created where missing or refused by name where another layout holds them.
+
+    Args:
+        connection: the store's :class:`~.connection.Connection`; what is prepared is kept in its
+            :class:`~.connection.SessionState` (a new session prepares again).
+        requests: the :class:`~.retry.Requests` that prepares and creates, resending as needed.
+        layout: the :class:`TableLayout`.
+    """
+
+    def __init__(self, connection, requests, layout: TableLayout):
+        self.connection, self.requests, self.layout = connection, requests, layout
+        self.texts = statement_texts(layout)
+
+    @property
+    def prepared(self) -> dict[str, Any]:
+        """The statements prepared on the current session, by name."""
+        return self.connection.state.prepared
+
+    def get(self, name: str):
         """The prepared statement ``name``, prepared on first use (a step that only writes small
         outputs prepares two statements, not ten). A keyspace or table that does not exist yet
         is created then, and the prepare retried. A prepare already under way in the background
-        (:meth:`_prepare_later`) is waited for, not sent twice."""
-        session = self.session
-        stmt = self._prepared.get(name)
+        (:meth:`prepare_later`) is waited for, not sent twice."""
+        session = self.connection.session
+        state = self.connection.state
+        stmt = state.prepared.get(name)
         if stmt is not None:
             return stmt
-        pending = self._preparing.pop(name, None)
+        pending = state.preparing.pop(name, None)
         if pending is not None:
             try:
                 pending.result()
             except Exception:  # prepared below, on this thread, with the errors mapped
                 pass
-            stmt = self._prepared.get(name)
+            stmt = state.prepared.get(name)
             if stmt is not None:
                 return stmt
-        return self._prepare(session, name)
+        return self.prepare(session, name, state)
 
-    def _prepare(self, session, name: str):
+    def prepare(self, session, name: str, state):
+        """Prepare ``name`` on ``session`` and file it in ``state`` (that session's)."""
         from cassandra import ConsistencyLevel, InvalidRequest
 
-        cql = self._statements()[name]
+        cql = self.texts[name]
         for attempt in range(3):
             try:
-                stmt = self._execute(session, cql, prepare=True)
+                stmt = self.requests.execute(session, cql, prepare=True)
                 break
-            except InvalidRequest as exc:
+            except InvalidRequest:
                 if attempt == 2:
                     raise
-                self._on_prepare_error(session, exc)
-        stmt.consistency_level = getattr(ConsistencyLevel, self.consistency)
+                self.check_layout(session)  # before creating anything beside a table of another layout
+                self.create_schema(session)
+        stmt.consistency_level = getattr(ConsistencyLevel, self.layout.consistency)
         stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
-        if not self._routed:
-            self._route_by_token(session)
-        self._prepared[name] = stmt
+        if not state.routed:
+            self.route_by_token(session, state)
+        state.prepared[name] = stmt
         return stmt
 
-    def _prepare_later(self, session, *names: str) -> None:
+    def prepare_later(self, session, *names: str) -> None:
         """Prepare ``names`` on the driver's executor, off the caller's path: a fresh process's
-        first request went as text (:meth:`_first`), and the next one finds the statement
-        prepared, or waits for its prepare (which was sent a round trip earlier)."""
+        first request went as text (:meth:`.early.FirstRequests.batch`), and the next one finds
+        the statement prepared, or waits for its prepare (which was sent a round trip earlier)."""
+        state = self.connection.state
         for name in names:
-            if name not in self._prepared and name not in self._preparing:
+            if name not in state.prepared and name not in state.preparing:
                 try:
-                    self._preparing[name] = session.submit(self._prepare, session, name)
+                    state.preparing[name] = session.submit(self.prepare, session, name, state)
                 except RuntimeError:  # the session is shutting down: prepared on use, if ever
                     return
 
-    # the bind markers, (column, type) in order, of the statements a fresh process sends first,
-    # and which of them make the partition key (the driver routes by it)
-    _FIRST_MARKERS = {
-        "insert_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int"),
-                        ("manifest", "blob"), ("data", "blob"), ("[ttl]", "int")),
-        "insert_index": (("scope", "text"), ("path", "text"), ("version", "text"), ("groups", "int"),
-                         ("committed", "boolean"), ("[ttl]", "int")),
-        "select_head": (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int")),
-    }
-    _FIRST_PARTITION_KEY = {"insert_head": (0, 1, 2, 3), "insert_index": (0,), "select_head": (0, 1, 2, 3)}
+    def known(self, name: str, cluster):
+        """Statement ``name`` by its computed prepared id (:func:`known_prepared`), or None where
+        that does not apply (protocol v5, or turned off). Sessions here never set a keyspace."""
+        if opts().first_requests != "known" or cluster.protocol_version > 4:
+            return None
+        from cassandra import ConsistencyLevel
 
+        layout = self.layout
+        table = layout.table + "_index" if name == "insert_index" else layout.table
+        stmt = known_prepared(self.texts[name], layout.keyspace, table, FIRST_MARKERS[name],
+                              FIRST_PARTITION_KEY[name], cluster.protocol_version)
+        stmt.consistency_level = getattr(ConsistencyLevel, layout.consistency)
+        stmt.is_idempotent = True
+        # the driver prepares it again from here when a node answers UNPREPARED
+        cluster.add_prepared(stmt.query_id, stmt)
+        return stmt
 
-    def _route_by_token(self, session) -> None:
+    def route_by_token(self, session, state=None) -> None:
         """Give the driver our keyspace's replication, so that on a ring every request goes to a
         replica of its partition (token-aware) rather than through a coordinator's extra hop. The
         driver learns it from the full schema, which it no longer reads at connect (see
         ``_connect``); one row of ``system_schema.keyspaces`` is enough, and a single node needs
         none."""
-        cluster = session.cluster
-        self._routed = True
-        if len(cluster.metadata.all_hosts()) < 2 or self.keyspace in cluster.metadata.keyspaces:
+        cluster, keyspace = session.cluster, self.layout.keyspace
+        (state or self.connection.state).routed = True
+        if len(cluster.metadata.all_hosts()) < 2 or keyspace in cluster.metadata.keyspaces:
             return
         from cassandra.metadata import KeyspaceMetadata
 
-        row = self._execute(session, "SELECT durable_writes, replication FROM system_schema.keyspaces "
-                                     "WHERE keyspace_name = %s", (self.keyspace,)).one()
+        row = self.requests.execute(session, "SELECT durable_writes, replication FROM system_schema.keyspaces "
+                                             "WHERE keyspace_name = %s", (keyspace,)).one()
         if row is None:
             return
         replication = dict(row.replication)
         strategy = replication.pop("class")
-        cluster.metadata.keyspaces[self.keyspace] = KeyspaceMetadata(
-            self.keyspace, row.durable_writes, strategy, replication)
+        cluster.metadata.keyspaces[keyspace] = KeyspaceMetadata(keyspace, row.durable_writes, strategy, replication)
         if cluster.metadata.token_map is not None:
-            cluster.metadata.token_map.rebuild_keyspace(self.keyspace, build_if_absent=True)
+            cluster.metadata.token_map.rebuild_keyspace(keyspace, build_if_absent=True)
 
-    def _on_prepare_error(self, session, exc: BaseException) -> None:
-        """A prepare failed: create what is missing, or explain a table of another layout."""
-        self._check_layout(session)  # before creating anything beside a table of another layout
-        self._ensure_schema(session)
+    def ensure_routed(self, session) -> None:
+        """:meth:`route_by_token` once per session (a ring: the replicas of our keyspace first)."""
+        if not self.connection.state.routed:
+            self.route_by_token(session)
 
-    def _check_layout(self, session) -> None:
-        rows = self._execute(
+    def check_layout(self, session) -> None:
+        """Refuse, by name, a table of ours that another layout holds."""
+        keyspace, table = self.layout.keyspace, self.layout.table
+        rows = self.requests.execute(
             session, "SELECT table_name, column_name, kind FROM system_schema.columns WHERE keyspace_name = %s",
-            (self.keyspace,))
+            (keyspace,))
         found: dict[str, dict[str, str]] = {}
         for row in rows:
             found.setdefault(row.table_name, {})[row.column_name] = row.kind
-        for table, want in ((self.table, TABLE_LAYOUT), (f"{self.table}_index", INDEX_LAYOUT)):
-            have = found.get(table)
+        for name, want in ((table, TABLE_LAYOUT), (f"{table}_index", INDEX_LAYOUT)):
+            have = found.get(name)
             if have is not None and any(have.get(col) != kind for col, kind in want.items()):
                 raise SchemaLayoutError(
-                    f"Table {self.keyspace}.{table} exists with another layout than this version of "
+                    f"Table {keyspace}.{name} exists with another layout than this version of "
                     f"asgard-dagster uses (columns {sorted(have)}; expected {sorted(want)}): it was made by "
                     "an earlier version (one partition per run). Its outputs are ephemeral, so nothing needs "
-                    f"migrating: drop it (`DROP TABLE {self.keyspace}.{table};` in cqlsh) and re-run, or "
+                    f"migrating: drop it (`DROP TABLE {keyspace}.{name};` in cqlsh) and re-run, or "
                     "set keyspace/table to a fresh name."
                 )
 
-    def _ensure_schema(self, session) -> None:
-        self._execute(session, (
-            f"CREATE KEYSPACE IF NOT EXISTS {self.keyspace} WITH replication = "
-            f"{{'class': 'SimpleStrategy', 'replication_factor': {self.replication_factor}}} "
-            f"AND durable_writes = {str(self.durable_writes).lower()}"
+    def create_schema(self, session) -> None:
+        """Create the keyspace and the two tables where they are missing."""
+        layout, execute = self.layout, self.requests.execute
+        execute(session, (
+            f"CREATE KEYSPACE IF NOT EXISTS {layout.keyspace} WITH replication = "
+            f"{{'class': 'SimpleStrategy', 'replication_factor': {layout.replication_factor}}} "
+            f"AND durable_writes = {str(layout.durable_writes).lower()}"
         ))
         # gc_grace 0 with one replica: tombstones of purged runs can go at the next compaction
-        gc_grace = 0 if self.replication_factor == 1 else 3 * 3600
-        self._execute(session, (
-            f"CREATE TABLE IF NOT EXISTS {self.qualified_table} ("
+        gc_grace = 0 if layout.replication_factor == 1 else 3 * 3600
+        execute(session, (
+            f"CREATE TABLE IF NOT EXISTS {layout.qualified_table} ("
             "scope text, path text, version text, grp int, chunk int, manifest blob, data blob, "
             "PRIMARY KEY ((scope, path, version, grp), chunk)) "
             f"WITH gc_grace_seconds = {gc_grace} AND {TABLE_OPTIONS} "
             "AND comment = 'asgard-dagster ephemeral op outputs: heads and chunks'"
         ))
-        self._execute(session, (
-            f"CREATE TABLE IF NOT EXISTS {self.qualified_index} ("
+        execute(session, (
+            f"CREATE TABLE IF NOT EXISTS {layout.qualified_index} ("
             "scope text, path text, version text, groups int, committed boolean, "
             "PRIMARY KEY ((scope), path, version)) "
             f"WITH gc_grace_seconds = {gc_grace} "
@@ -231,4 +292,3 @@ class Schema:
         # No explicit schema-agreement wait: the driver waits (max_schema_agreement_wait) on the
         # connection that ran each CREATE before returning it. A second wait on the control
         # connection failed CI when that connection had just been closed after a node restart.
-

@@ -30,16 +30,18 @@ aside for the next; (on a single node) a get's chunk reads go on a blocking conn
 process's own, written and answered on the calling thread (:mod:`.direct`); anything that fails
 there goes the driver's way.
 
-The client is a package, a module a job: :mod:`.options` (the switches, and their environment
-overrides), :mod:`.cluster` (the one way to build a driver ``Cluster``), :mod:`.session`,
+The client is a package, a module a job, and the store is one class that owns its collaborators,
+each given what it needs (no mixins): :mod:`.options` (the switches, and their environment
+overrides), :mod:`.cluster` (the one way to build a driver ``Cluster``), :mod:`.session` (the
+process's sessions), :mod:`.connection` (a store's endpoint, session and what is known on it),
 :mod:`.transport` (the driver's connection classes), :mod:`.statements` (layout, statements,
-schema), :mod:`.retry`, :mod:`.senders`, :mod:`.early`, :mod:`.direct` and :mod:`.direct_connection`,
-:mod:`.errors` (what a driver error means), :mod:`.fallbacks` (a fast path stepping aside).
+schema), :mod:`.retry` (requests resent, errors mapped), :mod:`.senders`, :mod:`.early`,
+:mod:`.direct` and :mod:`.direct_connection`, :mod:`.errors` (what a driver error means),
+:mod:`.fallbacks` (a fast path stepping aside).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterator
 
 from ..base import IN_PLACE, MiB, ObjectKey, ObjectStore
@@ -47,18 +49,19 @@ from ..errors import StoreConfigError
 from ..settings import CASSANDRA
 from .options import opts
 from .cluster import pinned_timestamp
+from .connection import Connection, Endpoint
 from .direct import DirectRequests
 from .early import FirstRequests
-from .retry import STREAM_GROUPS_AHEAD, RetryingRequests
-from .senders import RowsPut, put_rows, read_head
-from .session import connect
+from .retry import STREAM_GROUPS_AHEAD, Requests
+from .senders import Paths, RowsPut, put_rows, read_head
 from .statements import (BATCH_MARGIN_BYTES, CASSANDRA_BATCH_WARN_BYTES, DEFAULT_CHUNK_SIZE,
-                         DEFAULT_CHUNKS_PER_PARTITION, HEAD_GROUP, HEAD_VERSION, Schema, storage_bytes)
-from .transport import HEAD_SINK_BYTES, Sink, next_sink
+                         DEFAULT_CHUNKS_PER_PARTITION, HEAD_GROUP, HEAD_VERSION, Statements, TableLayout,
+                         storage_bytes)
+from .transport import Sink
 
 CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE", "ANY")
 
-class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingRequests, ObjectStore):
+class CassandraObjectStore(ObjectStore):
     """Objects in Cassandra, every chunk group its own partition (layout in the module docstring).
 
     Example::
@@ -183,7 +186,7 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         self.keyspace, self.table = keyspace.lower(), table.lower()
         self.replication_factor = replication_factor
         self.consistency = consistency.upper()
-        self.username, self.password = username, password
+        self.username = username
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.chunks_per_partition = chunks_per_partition
         self.durable_writes = durable_writes
@@ -192,39 +195,52 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         if batch_bytes < 0:
             raise StoreConfigError(f"batch_bytes must be 0 or more, got {batch_bytes}")
         self.batch_bytes = batch_bytes
-        self.direct_requests = opts().direct if direct_requests is None else bool(direct_requests)
-        self._prepared: dict[str, Any] = {}  # statements prepared on self._session
-        self._preparing: dict[str, Any] = {}  # prepares under way in the background (futures)
-        self._routed = False  # our keyspace's replication given to the driver (_route_by_token)
-        self._batch_warn: int | None = None  # the connected node's batch_size_warn_threshold
-        self._batch_warn_reading = False  # read in the background, off the first put's path
-        self._session, self._session_pid = None, None
-        self._early_cluster = None  # the cluster an early first request went through (_EarlyStart)
+        direct_requests = opts().direct if direct_requests is None else bool(direct_requests)
+        # the collaborators, each given what it needs (python-driver's style: no shared private state)
+        self.connection = Connection(Endpoint(self.contact_points, port, username, password, self.tls,
+                                              connect_timeout, request_timeout, ride_through_seconds))
+        self.requests = Requests(self.connection)
+        self.statements = Statements(self.connection, self.requests, TableLayout(
+            self.keyspace, self.table, self.consistency, replication_factor, durable_writes))
+        self.first_requests = FirstRequests(self.connection, self.requests, self.statements)
+        self.direct = DirectRequests(self.connection, self.statements, direct_requests)
+        self._paths = Paths(self.connection, self.statements, self.requests, self.first_requests, self.direct,
+                            lambda: self.receives_in_place)
 
     # --- connection and schema ----------------------------------------------------------
     @property
     def session(self):
-        session = self._session
-        if session is None or session.is_shutdown or self._session_pid != os.getpid():
-            session = connect(self.contact_points, self.port, self.username, self.password, self.connect_timeout,
-                               self.ride_through_seconds, self.tls)
-            # statements known before the session (an early first put or get) were filed with its cluster
-            if session is not self._session and not (self._session is None and session.cluster is self._early_cluster):
-                self._prepared, self._preparing, self._batch_warn = {}, {}, None
-                self._routed = self._batch_warn_reading = False
-            self._session, self._session_pid = session, os.getpid()
-        return session
+        """This process's driver session (opened on first use; a forked step opens its own)."""
+        return self.connection.session
 
-    def _where(self) -> str:
-        return ",".join(f"{h}:{self.port}" for h in self.contact_points)
+    @property
+    def direct_requests(self) -> bool:
+        """Whether small requests (and a single node's chunk reads) may go direct (:mod:`.direct`)."""
+        return self.direct.enabled
+
+    @direct_requests.setter
+    def direct_requests(self, enabled: bool) -> None:
+        self.direct.enabled = bool(enabled)
+
+    @property
+    def password(self) -> str | None:
+        return self.connection.endpoint.password
+
+    @property
+    def qualified_table(self) -> str:
+        return self.statements.layout.qualified_table
+
+    @property
+    def qualified_index(self) -> str:
+        return self.statements.layout.qualified_index
 
     def ping(self) -> None:
-        self._execute(self.session, "SELECT release_version FROM system.local")
+        self.requests.execute(self.session, "SELECT release_version FROM system.local")
 
     def ensure_schema(self) -> None:
         """Create the keyspace and tables now if they are missing (otherwise the first put or get
         does): for callers that read or alter their options before any output is stored."""
-        self._statement("select_head")
+        self.statements.get("select_head")
 
     # --- layout -----------------------------------------------------------------------
     def uri(self, key: ObjectKey) -> str:
@@ -252,7 +268,9 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
                     yield -1, "insert_index", (key.scope, key.path, version, announced, False, ttl)
                 yield i, "insert_chunk", (key.scope, key.path, version, i // per, i, data, ttl)
 
-        for _ in self._pipelined(all_items()):
+        statement = self.statements.get
+        for _ in self.requests.pipelined(((tag, statement(name), params) for tag, name, params in all_items()),
+                                         self.concurrency):
             pass
 
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
@@ -266,14 +284,15 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         of another shape, or no ``targets``, comes decoded as usual for the caller to copy."""
         per = self.chunks_per_partition
         done: set = set()
-        if targets and self._receives_in_place and self._direct is not None:
-            yield from self._read_chunks_direct(key, version, count, targets, done)
+        if targets and self.receives_in_place and self.direct.session() is not None:
+            yield from self.direct.read_chunks(key, version, count, targets, done, per, self.concurrency)
         left = [i for i in range(count) if i not in done]
         if not left:
             return
-        sinks = {i: Sink(targets[i]) for i in left} if targets and self._receives_in_place else None
-        items = ((i, "select_chunk", (key.scope, key.path, version, i // per, i)) for i in left)
-        for i, rows in self._pipelined(items, sinks):  # a callback's rows: a list
+        sinks = {i: Sink(targets[i]) for i in left} if targets and self.receives_in_place else None
+        stmt = self.statements.get("select_chunk")
+        items = ((i, stmt, (key.scope, key.path, version, i // per, i)) for i in left)
+        for i, rows in self.requests.pipelined(items, self.concurrency, sinks):  # a callback's rows: a list
             if sinks is not None and sinks[i].filled:
                 yield i, IN_PLACE
             else:
@@ -297,54 +316,57 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         if size is None or size > self.batch_bytes:
             # Over batch_bytes, two requests in flight together (one round trip): Cassandra
             # refuses a batch over batch_size_fail_threshold (50 KiB by default).
-            put_rows(self, RowsPut(head, index, batched=False, first=False))
+            put_rows(self._paths, RowsPut(head, index, batched=False, first=False))
             return
-        warn = self._batch_warn
+        warn = self.connection.state.batch_warn
         batched = size <= CASSANDRA_BATCH_WARN_BYTES - BATCH_MARGIN_BYTES or (
             warn is not None and size <= warn - BATCH_MARGIN_BYTES)
         # a fresh process's first put goes before its statements are prepared: one round trip, not three
-        put_rows(self, RowsPut(head, index, batched=batched, first=True))
+        put_rows(self._paths, RowsPut(head, index, batched=batched, first=True))
         if warn is None and not batched:
             self._read_batch_warn_later()  # for the next put; this one did not wait for it
 
     def _read_batch_warn_later(self) -> None:
-        """Start reading the node's ``batch_size_warn_threshold`` (:meth:`_batch_warn_bytes`)
+        """Start reading the node's ``batch_size_warn_threshold`` (:meth:`batch_warn_bytes`)
         without waiting: a fresh process's first put sends its two rows as two requests at once
         rather than wait a round trip for it, and the puts after batch by it."""
-        if self._batch_warn is not None or self._batch_warn_reading:
+        state = self.connection.state
+        if state.batch_warn is not None or state.batch_warn_reading:
             return
-        if self._session is None or self._session_pid != os.getpid():
+        session = self.connection.established()
+        if session is None:
             return  # the session is still opening (the first put went early): the next put reads it
-        self._batch_warn_reading = True
-        session = self.session
+        state.batch_warn_reading = True
         future = session.execute_async(
             "SELECT value FROM system_views.settings WHERE name = 'batch_size_warn_threshold'",
             timeout=self.request_timeout)
 
         def done(rows):
-            self._batch_warn = storage_bytes(rows[0].value) if rows else CASSANDRA_BATCH_WARN_BYTES
+            state.batch_warn = storage_bytes(rows[0].value) if rows else CASSANDRA_BATCH_WARN_BYTES
 
         def failed(exc):  # no virtual tables (before 4.0), not readable by this role, or lost:
             # the default; a lost connection reads it again with the next session
-            self._batch_warn = CASSANDRA_BATCH_WARN_BYTES
+            state.batch_warn = CASSANDRA_BATCH_WARN_BYTES
 
         future.add_callbacks(done, failed)
 
-    def _batch_warn_bytes(self) -> int:
+    def batch_warn_bytes(self) -> int:
         """The node's ``batch_size_warn_threshold``, read once per session: over it the node logs
         a WARN for every batch (not rate-limited, javap of 5.0.9's BatchStatement), so a small
         put batches only under it (the local node's is 50 KiB; Cassandra's default 5 KiB)."""
-        if self._batch_warn is None:
+        session = self.session
+        state = self.connection.state
+        if state.batch_warn is None:
             try:
-                row = self._execute(self.session, "SELECT value FROM system_views.settings "
-                                                  "WHERE name = 'batch_size_warn_threshold'").one()
-                self._batch_warn = storage_bytes(row.value) if row is not None else CASSANDRA_BATCH_WARN_BYTES
+                row = self.requests.execute(session, "SELECT value FROM system_views.settings "
+                                                     "WHERE name = 'batch_size_warn_threshold'").one()
+                state.batch_warn = storage_bytes(row.value) if row is not None else CASSANDRA_BATCH_WARN_BYTES
             except Exception:  # no virtual tables (before 4.0), or not readable by this role
-                self._batch_warn = CASSANDRA_BATCH_WARN_BYTES
-        return self._batch_warn
+                state.batch_warn = CASSANDRA_BATCH_WARN_BYTES
+        return state.batch_warn
 
     def _read_manifest(self, key: ObjectKey):
-        found = read_head(self, key)  # the chain of senders (a fresh process's first get: one round trip)
+        found = read_head(self._paths, key)  # the chain of senders (a fresh process's first get: one round trip)
         if found is False:
             return None
         row, sink = found
@@ -354,21 +376,12 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
         return row.manifest, (sink.view if sink is not None and sink.filled else row.data)
 
     @property
-    def _receives_in_place(self) -> bool:
+    def receives_in_place(self) -> bool:
+        """Whether reads receive blobs straight into their output buffers (the options, and this class's)."""
         return bool(opts().fast_read and opts().in_place_read and self.in_place_read)
 
-    def _head_sink(self) -> Sink | None:
-        return Sink(min_bytes=HEAD_SINK_BYTES) if self._receives_in_place else None
-
-    @staticmethod
-    def _into(sink: Sink | None, send, *args, **kwargs):
-        """``send(*args, **kwargs)``, its one request's last blob received into ``sink`` if it can be."""
-        next_sink.sink = sink
-        try:
-            return send(*args, **kwargs)
-        finally:
-            next_sink.sink = None
-
+    def _run(self, name: str, params) -> Any:
+        return self.requests.execute(self.session, self.statements.get(name), params)
 
     def _index(self, scope: str, path: str | None = None) -> list:
         if path is None:
@@ -384,8 +397,9 @@ class CassandraObjectStore(FirstRequests, DirectRequests, Schema, RetryingReques
 
     def _delete_listed(self, scope: str, rows: list) -> None:
         """Delete the partitions the index rows ``rows`` name."""
-        items = ((None, "delete_partition", (scope, *p)) for p in self._partitions_of(rows))
-        for _ in self._pipelined(items):
+        stmt = self.statements.get("delete_partition")
+        items = ((None, stmt, (scope, *p)) for p in self._partitions_of(rows))
+        for _ in self.requests.pipelined(items, self.concurrency):
             pass
 
     def _delete_key(self, key: ObjectKey) -> None:

@@ -120,6 +120,23 @@ HEAD_SINK_BYTES = 64 * 1024
 
 #: the sink of the request this thread sends next (set around one ``execute_async``)
 next_sink = threading.local()
+
+
+def into(sink: Sink | None, send, *args, **kwargs):
+    """``send(*args, **kwargs)``, its one request's last blob received into ``sink`` if it can be."""
+    next_sink.sink = sink
+    try:
+        return send(*args, **kwargs)
+    finally:
+        next_sink.sink = None
+
+
+def head_sink(in_place: bool) -> Sink | None:
+    """The sink of a head read: an inline value of ``HEAD_SINK_BYTES`` or more gets a buffer of
+    its own (None when reads are not received in place)."""
+    return Sink(min_bytes=HEAD_SINK_BYTES) if in_place else None
+
+
 def connection_class():
     """The connection class of every session the store opens (:data:`.options.OPTIONS`)."""
     base = large_buffer_connection_class()
