@@ -94,9 +94,11 @@ def test_a_node_that_no_longer_holds_a_prepared_id_is_prepared_again_quietly(cas
     store.put(key, b"warm")
     for _ in range(2):
         store.get(key)  # the statement prepared, and the direct connection open
-    # an id this node does not hold, as after its restart: the same statement, one space longer
+    # an id this node does not hold, as after its restart: the same statement with a comment of its own
+    # (nodes keep prepared statements across restarts, so each run needs a text never prepared before)
     layout, cluster = store.statements.layout, store.session.cluster
-    forgotten = known_prepared(store.statements.texts["select_head"] + " ", layout.keyspace, layout.table,
+    text = f"{store.statements.texts['select_head']} /* {uuid.uuid4().hex} */"
+    forgotten = known_prepared(text, layout.keyspace, layout.table,
                                FIRST_MARKERS["select_head"], FIRST_PARTITION_KEY["select_head"],
                                cluster.protocol_version)
     forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)

@@ -133,15 +133,15 @@ def test_the_module_level_names_and_instance_attributes_the_client_reads_are_the
         need(hasattr(Connection, attr), f"Connection.{attr}", "transport.large_buffer_connection_class")
 
     cluster = Cluster(["127.0.0.1"], timestamp_generator=lambda: 1)  # not connected
-    for attr in ("_default_load_balancing_policy", "endpoints_resolved", "timestamp_generator", "connection_class",
+    for attr in ("profile_manager", "endpoints_resolved", "timestamp_generator", "connection_class",
                  "connect_timeout", "contact_points", "protocol_version", "ssl_context", "auth_provider", "metadata"):
         need(hasattr(cluster, attr), f"Cluster().{attr}", "cluster, direct, early")
     need(cluster.timestamp_generator() == 1, "Cluster(timestamp_generator=) is the one its requests use",
          "cluster.build_cluster (a put's pinned write timestamp)")
     need(hasattr(cluster.connection_class, "initialize_reactor"), "Connection.initialize_reactor",
          "cluster.PreopeningCluster.preopen")
-    need(hasattr(cluster._default_load_balancing_policy, "make_query_plan"),
-         "Cluster._default_load_balancing_policy.make_query_plan", "direct.DirectRequests.host")
+    need(hasattr(cluster.profile_manager.default.load_balancing_policy, "make_query_plan"),
+         "Cluster.profile_manager.default.load_balancing_policy.make_query_plan", "direct.DirectRequests.host")
     for attr in ("_request_init_callbacks", "client_protocol_handler"):
         need(hasattr(Session, attr), f"Session.{attr}", "direct.DirectRequests.session, connected")
     need(hasattr(ResponseFuture, "_timer"), "ResponseFuture._timer", "retry.release")
@@ -153,7 +153,7 @@ def test_the_module_level_names_and_instance_attributes_the_client_reads_are_the
 #: every private name of the driver the client reads, each checked by a test above
 DRIVER_PRIVATE_NAMES = frozenset({
     "_get_socket_addresses", "_send_options_message", "_send_startup_message", "_push_watchers", "_requests",
-    "_compressor", "_socket", "_default_load_balancing_policy", "_request_init_callbacks", "_timer",
+    "_compressor", "_socket", "_request_init_callbacks", "_timer",
     "_statements_and_parameters", "_add_statement_and_params", "_on_orphaned_stream_released", "_Frame"})
 
 

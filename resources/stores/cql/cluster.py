@@ -41,7 +41,7 @@ def build_cluster(contact_points, port: int = 9042, *, username: str | None = No
     the given hosts only -- the driver's own connection class, schema metadata on, no pre-opening;
     otherwise a store session, with the client's fast paths (:mod:`.transport`, :data:`.options.OPTIONS`)."""
     from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import Cluster
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
 
     from .options import opts
@@ -63,8 +63,10 @@ def build_cluster(contact_points, port: int = 9042, *, username: str | None = No
 
     return cluster_class()(
         endpoints(contact_points, port),
-        load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()),
-        default_retry_policy=ride_through_retry_policy(),
+        # an execution profile, not the legacy keywords the driver deprecates (and which would
+        # refuse a user's add_execution_profile on this cluster)
+        execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()), retry_policy=ride_through_retry_policy())},
         protocol_version=opts().protocol_version,
         connection_class=connection_class(),
         # every step process connects afresh: skip what a step does not use. The full schema

@@ -76,8 +76,8 @@ class DirectRequests:
         if len(hosts) == 1:
             host = hosts[0]
         else:
-            host = next(iter(cluster._default_load_balancing_policy.make_query_plan(
-                self.statements.layout.keyspace, routing)), None)
+            policy = cluster.profile_manager.default.load_balancing_policy
+            host = next(iter(policy.make_query_plan(self.statements.layout.keyspace, routing)), None)
         return None if host is None or host.is_up is False else host
 
     @contextlib.contextmanager
