@@ -2,6 +2,7 @@
 
     asgard cassandra up [--nodes N] [--set knob=value ...]   install on first use, start, wait for CQL
     asgard cassandra status | down | restart [--set knob=value]
+    asgard cassandra host ca-init | cert-request | cert-sign | up | agent | leave   a ring across hosts
     asgard redis|minio up | down | status                     the baseline servers
     asgard stores up | down | status [--network cloud]        all three at once (behind a network profile)
     asgard bench io [--json]                                  store throughput and memory, every backend
@@ -156,8 +157,9 @@ def cassandra_host():
               help="This host's address for each instance (one per NUMA node: IP aliases).")
 @click.option("--seeds", required=True, help="Comma-separated seed addresses: the first instance of up to three hosts.")
 @click.option("--ring-ca", required=True, type=click.Path(file_okay=False),
-              help="The ring's CA directory (its ca.pem, and on the first host ca.key to issue this host's "
-              "certificates; the key never goes to a node's own directory).")
+              help="The ring's CA directory: ca.pem and superuser.password, and either ca.key (the host that ran "
+              "`host ca-init`: it issues this host's certificates) or a signed member-<address>.pem per address "
+              "(`host cert-request` here, `host cert-sign` there). The key never goes to a node's own directory.")
 @click.option("--datacenter", default="dc1", show_default=True)
 @click.option("--rack", default="rack1", show_default=True, help="This host's rack: replicas go to other racks.")
 @click.option("--replication-factor", type=int, default=3, show_default=True,
@@ -166,10 +168,79 @@ def cassandra_host():
 def cassandra_host_up(addresses, seeds, ring_ca, datacenter, rack, replication_factor, heap):
     """Start this host's members and join the ring (a member new to a running ring bootstraps)."""
     from asgard.resources.cassandra.hosts import this_host_members
+    from asgard.resources.cassandra.ring_ca import RingFileMissing
+    from asgard.resources.cassandra.tls import CertificateError
 
     for member in this_host_members(list(addresses), [s for s in seeds.split(",") if s], ring_ca, datacenter,
                                     rack, replication_factor, heap):
-        click.echo(f"{member.name} at {member.address} ready in {member.start():.1f}s")
+        try:
+            seconds = member.start()
+        except (RingFileMissing, CertificateError) as exc:
+            raise click.ClickException(str(exc)) from exc  # what to copy or run, without a traceback
+        click.echo(f"{member.name} at {member.address} ready in {seconds:.1f}s")
+
+
+_RING_CA_OPTION = click.option("--ring-ca", required=True, type=click.Path(file_okay=False),
+                               help="The ring's CA directory on this host.")
+
+
+@cassandra_host.command("ca-init")
+@_RING_CA_OPTION
+def cassandra_host_ca_init(ring_ca):
+    """Make the ring's one CA and superuser password (once, on the first host; refuses a directory with a CA)."""
+    from pathlib import Path
+
+    from asgard.resources.cassandra.ring_ca import create_ring_ca
+    from asgard.resources.cassandra.tls import CertificateError
+
+    try:
+        ring = create_ring_ca(Path(ring_ca))
+    except CertificateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"the ring's CA: {ring.ca_cert} (every host and client), {ring.ca_key} (this host only, 0600)")
+    click.echo(f"the ring's superuser password: {ring.superuser_password} (copy to every host's --ring-ca, 0600)")
+    click.echo("another host: copy ca.pem and superuser.password to its --ring-ca, then run `asgard cassandra host "
+               "cert-request` there and `asgard cassandra host cert-sign` here for each of its addresses")
+
+
+@cassandra_host.command("cert-request")
+@_RING_CA_OPTION
+@click.option("--address", "addresses", multiple=True, required=True,
+              help="A member's address on this host (one request each).")
+def cassandra_host_cert_request(ring_ca, addresses):
+    """On a host without the ring's ca.key: a key (kept here, 0600) and a certificate request per member."""
+    from pathlib import Path
+
+    from asgard.resources.cassandra.ring_ca import request_member_certificate
+    from asgard.resources.cassandra.tls import CertificateError
+
+    for address in addresses:
+        try:
+            request = request_member_certificate(Path(ring_ca), address)
+        except CertificateError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"{request}: copy it to the host with the ring's ca.key and run `asgard cassandra host cert-sign "
+                   f"--ring-ca <its ring CA directory> {request.name}` there; copy the {request.stem}.pem it writes "
+                   f"back to {Path(ring_ca) / (request.stem + '.pem')}")
+
+
+@cassandra_host.command("cert-sign")
+@_RING_CA_OPTION
+@click.argument("requests", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+def cassandra_host_cert_sign(ring_ca, requests):
+    """On the host with the ring's ca.key: sign members' certificate requests (member-<address>.csr),
+    each certificate written beside its request as member-<address>.pem."""
+    from pathlib import Path
+
+    from asgard.resources.cassandra.ring_ca import sign_member_request
+    from asgard.resources.cassandra.tls import CertificateError
+
+    for request in requests:
+        try:
+            cert = sign_member_request(Path(ring_ca), Path(request))
+        except CertificateError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"{cert}: copy it back to the requesting host's --ring-ca directory as {cert.name}")
 
 
 @cassandra_host.command("agent")

@@ -11,18 +11,23 @@ instance joins the same ring:
   (``allocate_tokens_for_local_replication_factor``), and bootstrap on: a host that joins a
   running ring streams its ranges; one that leaves is decommissioned (:meth:`HostRing.leave`),
   streaming them back out, not just stopped;
-* one CA for the whole ring, its key kept in ``ring_ca`` on the operator's machine and never on a
-  node: internode encryption ``all`` (mutual TLS), client TLS, ``PasswordAuthenticator`` with one
-  superuser made once by the first seed, and ``system_auth`` replicated across hosts
-  (:meth:`HostRing.replicate_auth`).
+* one CA for the whole ring, made once by the operator (:func:`~.ring_ca.create_ring_ca`, ``asgard
+  cassandra host ca-init``), its key kept in ``ring_ca`` on that machine and never in a node's
+  directory: internode encryption ``all`` (mutual TLS), client TLS, ``PasswordAuthenticator`` with
+  one superuser made once by the first seed (its password made with the CA), and ``system_auth``
+  replicated across hosts (:meth:`HostRing.replicate_auth`). A member never makes a CA or a
+  password: where its host lacks them it refuses to start, naming the files (:mod:`.ring_ca`).
 
-On real hosts each runs ``asgard cassandra up --address ... --seeds ... --datacenter ... --rack
-... --ring-ca ...`` (the CA directory copied to it without ``ca.key``... or issued ahead); here the
-hosts are network namespaces (:class:`~asgard.resources.network.hosts.EmulatedHosts`).
+On real hosts each runs ``asgard cassandra host up --address ... --seeds ... --rack ... --ring-ca
+DIR``; a host without ``ca.key`` in DIR gets its members' certificates by ``host cert-request``
+there and ``host cert-sign`` on the CA's host (:mod:`.ring_ca`). Here the hosts are network
+namespaces (:class:`~asgard.resources.network.hosts.EmulatedHosts`) sharing one filesystem, so
+every member finds ``ca.key`` in the one ``ring_ca``.
 
 Example::
 
     hosts = EmulatedHosts(3, addresses_per_host=1).up()
+    create_ring_ca(run_dir("ring-ca"))  # once: the ring's CA and superuser password
     ring = HostRing(hosts.hosts, ring_ca=run_dir("ring-ca"), heap="1G", instances_per_host=1)
     ring.start()
     CassandraObjectStore(**ring.client_options(), replication_factor=3)
@@ -37,6 +42,7 @@ from typing import Any
 from ..paths import run_dir
 from ..process import ServerError
 from .node import SUPERUSER, CassandraNode
+from .ring_ca import create_ring_ca
 
 #: ring_delay_ms of a member joining: the stock 30 s waits for gossip to settle before it takes
 #: tokens; a handful of hosts on one bridge settle within seconds (assumption: measured joins
@@ -55,7 +61,8 @@ MEMBER_PROPERTIES = {"cassandra.ring_delay_ms": str(JOIN_RING_DELAY_MS), **GOSSI
 
 
 class HostRing:
-    """``hosts`` (objects with ``number``, ``addresses``, ``netns``, ``sysfs_nodes``) as one ring."""
+    """``hosts`` (objects with ``number``, ``addresses``, ``netns``, ``sysfs_nodes``) as one ring,
+    on the CA in ``ring_ca`` (made beforehand: :func:`~.ring_ca.create_ring_ca`)."""
 
     def __init__(self, hosts: list, ring_ca: Path, datacenter: str = "dc1", replication_factor: int = 3,
                  heap: str = "1G", instances_per_host: int | None = None, first_index: int = 101):
@@ -251,6 +258,7 @@ def emulated_host_ring(count: int = 3, replication_factor: int = 3, heap: str = 
         ca = run_dir("hosts-ring-ca")
         shutil.rmtree(ca)
         ca.mkdir()
+        create_ring_ca(ca)  # the operator's first step: members never make a CA or password of their own
         ring = HostRing(hosts.hosts[:count], ring_ca=ca, heap=heap, instances_per_host=instances_per_host,
                         replication_factor=replication_factor)
         ring.start()

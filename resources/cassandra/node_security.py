@@ -12,7 +12,8 @@ from typing import Any
 from ..paths import write_private
 from ..process import ServerError
 from .node_spec import NodeSpec
-from .tls import NodeTLS, ensure_node_certificate, issue_node_certificate
+from .ring_ca import member_certificate, ring_superuser_password
+from .tls import NodeTLS, ensure_node_certificate
 
 # the superuser a secure node is given in place of the stock cassandra/cassandra (which is dropped)
 SUPERUSER = "asgard_admin"
@@ -59,14 +60,10 @@ class NodeSecurity:
 
     def superuser_password(self) -> str:
         """The generated superuser's password, made (random, 0600 file) on first use; on a ring across
-        hosts, the ring's one (kept beside its CA) copied to the member."""
+        hosts, the ring's one (``superuser.password`` in its CA directory, made by
+        ``ring_ca.create_ring_ca``) copied to the member, or :class:`~.ring_ca.RingPasswordMissing`."""
         if self.spec.ring_ca and not self.password_file.exists():
-            shared = Path(self.spec.ring_ca) / "superuser.password"
-            if not shared.exists():
-                import secrets
-
-                write_private(shared, secrets.token_urlsafe(24) + "\n")
-            write_private(self.password_file, shared.read_text())
+            write_private(self.password_file, ring_superuser_password(Path(self.spec.ring_ca), self.spec.address))
         try:
             return self.password_file.read_text().strip()
         except FileNotFoundError:
@@ -93,7 +90,8 @@ class NodeSecurity:
         self.spec.conf_dir.mkdir(parents=True, exist_ok=True)
         self.secure_marker.write_text("TLS-only CQL, PasswordAuthenticator, JMX authentication\n")
         if self.spec.ring_ca:
-            issue_node_certificate(Path(self.spec.ring_ca), self.tls.directory, self.spec.address)
+            # issued here (ca.key at hand) or signed on the CA's host; never a CA of its own
+            member_certificate(Path(self.spec.ring_ca), self.tls.directory, self.spec.address)
         else:
             ensure_node_certificate(self.tls.directory, self.spec.address)
         line = f"{SUPERUSER} {self.superuser_password()}\n"
