@@ -34,6 +34,11 @@ APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24"
 # XComObjectStorageBackend on our MinIO (`asgard bench xcom`); aiobotocore pins botocore a minor back.
 AIRFLOW = ["apache-airflow==3.3.2", "apache-airflow-providers-common-io==1.11.0",
            "apache-airflow-providers-amazon==9.39.0", "s3fs==2026.9.0"]
+# the distributed executors' workers (`asgard hosts up`: one per emulated host, the broker on our Redis):
+# dagster-celery 0.29.N pins dagster 1.13.N; the Airflow provider installs beside apache-airflow 3.3.2
+# (pip check clean; kombu[redis] pins packaging==26.3)
+DAGSTER_CELERY = [f"dagster-celery[redis]=={DAGSTER_LIBS}"]
+AIRFLOW_CELERY = ["apache-airflow-providers-celery==3.26.0"]
 TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0", "import-linter==2.16"]
 
 setup(
@@ -51,6 +56,8 @@ setup(
     python_requires=">=3.10",
     install_requires=CORE,
     extras_require={"dagster": DAGSTER_ADAPTER, "retune": RETUNE, "tune": TUNE, "apps": APPS + DAGSTER_ADAPTER, "airflow": AIRFLOW,
-                    "test": TEST, "all": sorted(set(DAGSTER_ADAPTER + TUNE + APPS + AIRFLOW + TEST))},
+                    "dagster-celery": DAGSTER_ADAPTER + DAGSTER_CELERY, "airflow-celery": AIRFLOW + AIRFLOW_CELERY,
+                    "test": TEST, "all": sorted(set(DAGSTER_ADAPTER + TUNE + APPS + AIRFLOW + DAGSTER_CELERY
+                                                    + AIRFLOW_CELERY + TEST))},
     entry_points={"console_scripts": ["asgard=asgard.cli:main"]},
 )

@@ -5,6 +5,8 @@
     asgard cassandra host ca-init | cert-request | cert-sign | up | agent | leave   a ring across hosts
     asgard redis|minio up | down | status                     the baseline servers
     asgard stores up | down | status [--network cloud]        all three at once (behind a network profile)
+    asgard hosts up | down | status | env [--count 3]         the emulated deployment: hosts, ring, broker, workers
+    asgard workers up | down | status                         one Dagster celery worker per emulated host
     asgard bench io [--json]                                  store throughput and memory, every backend
     asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
     asgard bench dynamic [--json]                             bursts of apps: static default, static tuned, Asgard
@@ -386,6 +388,94 @@ def stores_status(network, as_json):
         _print_status(Deployment(network).status(), as_json)
         return
     _print_status(_cluster(None).status() + [_baseline(k).status() for k in ("redis", "minio")], as_json)
+
+
+# --- the emulated deployment of a distributed executor -----------------------------------------
+@main.group()
+def hosts():
+    """Emulated hosts (network namespaces), each with its ring member and Dagster celery worker,
+    and the broker (Redis on this machine's bridge address): one run's steps across the hosts."""
+
+
+def _deployment(**kwargs):
+    from asgard.resources.workers.deployment import EmulatedDeployment
+
+    return EmulatedDeployment(**kwargs)
+
+
+@hosts.command("up")
+@click.option("--count", type=int, default=None, help="Hosts (default: as before, or 3).")
+@click.option("--heap", default=None, help="Heap of each host's ring member (default: as before, or 768M).")
+@click.option("--code-path", "code_paths", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="A directory the workers import the jobs' code from (repeatable; default: as before, or none).")
+@click.option("--worker-concurrency", type=int, default=None, help="Steps each worker runs at once (default 1).")
+def hosts_up(count, heap, code_paths, worker_concurrency):
+    """Bring up the whole deployment; what already runs is kept. Idempotent."""
+    deployment = _deployment(count=count, heap=heap, code_paths=list(code_paths) or None,
+                             worker_concurrency=worker_concurrency).up()
+    for name, seconds in deployment.seconds.items():
+        click.echo(f"{name} ready in {seconds:.1f}s")
+    _print_status(deployment.status(), False)
+    click.echo("for a run coordinator here: eval \"$(asgard hosts env)\"; the job's executor: celery_executor "
+               "with broker {env: ASGARD_CELERY_BROKER} and backend {env: ASGARD_CELERY_BACKEND}")
+
+
+@hosts.command("down")
+def hosts_down():
+    """Stop the workers, the ring, the broker; remove the hosts and the ring's data. Idempotent."""
+    _deployment().down()
+    from asgard.resources.network.namespace import namespaces
+
+    left = [n for n in namespaces() if n.startswith("asgard-h")]
+    click.echo(f"stopped; hosts removed (left: {left})")
+
+
+@hosts.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def hosts_status(as_json):
+    _print_status(_deployment().status(), as_json)
+
+
+@hosts.command("env")
+def hosts_env():
+    """Shell exports of the ring's login and the broker (they hold passwords: for this machine's shell)."""
+    import shlex
+
+    for name, value in _deployment().client_environment().items():
+        click.echo(f"export {name}={shlex.quote(value)}")
+
+
+@main.group()
+def workers():
+    """One Dagster celery worker per emulated host (`asgard hosts up` starts them with the hosts)."""
+
+
+@workers.command("up")
+def workers_up():
+    """Start every host's worker (the hosts and the broker must be up). Idempotent."""
+    from asgard.resources.workers.deployment import DeploymentError
+
+    deployment = _deployment()
+    try:
+        for name, seconds in deployment.workers_up().items():
+            click.echo(f"{name} ready in {seconds:.1f}s")
+    except DeploymentError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_status([w.status() for w in deployment.workers()], False)
+
+
+@workers.command("down")
+def workers_down():
+    """Stop every host's worker (a step running finishes first). Idempotent."""
+    deployment = _deployment()
+    deployment.workers_down()
+    _print_status([w.status() for w in deployment.workers()], False)
+
+
+@workers.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def workers_status(as_json):
+    _print_status([w.status() for w in _deployment().workers()], as_json)
 
 
 def _mount_optional(parent: click.Group, module: str, attr: str) -> None:

@@ -19,25 +19,27 @@ export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"
 # The ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses, members
 # and Dagster instance; nothing of the loopback servers) spends most of its ten minutes waiting on
 # gossip, drains and hint deliveries. On a whole-suite run it runs in a second pytest beside the
-# rest; its log follows the main one. With test paths given, pytest runs just those.
-beside=tests/test_hosts_ring.py
+# rest, and after it the celery workers on the same hosts' names (tests/test_celery_hosts.py, about
+# four minutes: `asgard hosts up`, runs, `asgard hosts down`); their log follows the main one.
+# With test paths given, pytest runs just those.
+beside=(tests/test_hosts_ring.py tests/test_celery_hosts.py)
 for arg in "$@"; do
-  if [ -e "${arg%%::*}" ]; then beside=""; fi
+  if [ -e "${arg%%::*}" ]; then beside=(); fi
 done
-if [ -n "$beside" ]; then
+if [ ${#beside[@]} -gt 0 ]; then
   beside_log=$(mktemp -t asgard-hosts-ring.XXXXXX.log)
-  .venv/bin/python -m pytest "$@" -p no:cacheprovider "$beside" >"$beside_log" 2>&1 &
+  .venv/bin/python -m pytest "$@" -p no:cacheprovider "${beside[@]}" >"$beside_log" 2>&1 &
   beside_pid=$!
   set +e
-  .venv/bin/python -m pytest "$@" --ignore="$beside"
+  .venv/bin/python -m pytest "$@" "${beside[@]/#/--ignore=}"
   main_rc=$?
   wait "$beside_pid"
   beside_rc=$?
   set -e
-  echo "=== $beside (beside the rest) ==="
+  echo "=== ${beside[*]} (beside the rest) ==="
   cat "$beside_log"
   if [ "$main_rc" -ne 0 ] || [ "$beside_rc" -ne 0 ]; then
-    echo "tests failed: main pass exit $main_rc, $beside exit $beside_rc" >&2
+    echo "tests failed: main pass exit $main_rc, ${beside[*]} exit $beside_rc" >&2
     exit 1
   fi
 else

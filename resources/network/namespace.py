@@ -115,3 +115,24 @@ def leftovers() -> dict[str, list[str]]:
     """The project's namespaces and host-side interfaces that exist now (empty after a tear-down)."""
     return {"namespaces": [n for n in namespaces() if n.startswith(NAME_PREFIX)],
             "interfaces": [i for i in links() if re.fullmatch(rf"{HOST_IF}\d+", i)]}
+
+
+def current_netns() -> str | None:
+    """The name of the namespace (``ip netns``) this process runs in; None in the root namespace or
+    one without a name. Compares ``/proc/self/ns/net`` with the bind mounts under ``/run/netns``,
+    as ``ip netns identify`` does, without running it."""
+    import os
+
+    mine = os.stat("/proc/self/ns/net")
+    try:
+        names = os.listdir("/run/netns")
+    except FileNotFoundError:
+        return None
+    for name in names:
+        try:
+            theirs = os.stat(f"/run/netns/{name}")
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino):
+            return name
+    return None

@@ -1,0 +1,221 @@
+"""The whole emulated deployment of a distributed executor: ``count`` hosts (network namespaces on
+one bridge, :class:`~asgard.resources.network.hosts.EmulatedHosts`), each with its member of one
+Cassandra ring (:class:`~asgard.resources.cassandra.hosts.HostRing`: TLS, one login, one rack per
+host) and its Dagster celery worker; the broker is a Redis on this machine's bridge address, which
+every host reaches, as the run's coordinator (the process that calls ``execute_job``) does::
+
+    this machine (root namespace)          asgard-h1 (10.213.0.11)   asgard-h2 (...21)   asgard-h3
+      run coordinator, Redis broker  <-->    ring member, worker       ring member, ...    ...
+      10.213.0.1:6390                        queue asgard-h1           queue asgard-h2
+
+State lives in ``$ASGARD_HOME/run/deployment`` (its ``deployment.json`` says how many hosts and the
+workers' code paths, for a later ``down`` or ``status``); the ring's members keep theirs in
+``run/hosts`` as :func:`~asgard.resources.cassandra.hosts.emulated_host_ring` does. The namespaces,
+the bridge and ``run/hosts`` are the same as ``tests/test_hosts_ring.py``'s: one of the two at a time.
+
+Example::
+
+    deployment = EmulatedDeployment(3, code_paths=["."]).up()   # ~2 min: hosts, ring, broker, workers
+    os.environ.update(deployment.client_environment())           # the ring's login, the broker
+    execute_job(reconstructable(my_job), instance=instance)      # on celery_executor: steps on the hosts
+    deployment.down()
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from pathlib import Path
+
+from ..paths import run_dir, write_private
+from ..process import ServerError
+from .dagster_worker import DagsterCeleryWorker
+
+BROKER_PORT = 6390  # not the loopback Redis's 6380: both run at once in the test suite
+RING_KEYSPACE = "asgard_hosts"
+#: what a job's resources and the executor's config read (tests/hosts_ring_job.py's names)
+CLIENT_VARIABLES = ("ASGARD_RING_CONTACTS", "ASGARD_RING_CA", "ASGARD_RING_USER", "ASGARD_RING_PASSWORD",
+                    "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND")
+
+
+class DeploymentError(ServerError):
+    """The emulated deployment is not up (or not as the command needs it)."""
+
+
+class EmulatedDeployment:
+    """``count`` emulated hosts, each with a ring member and a Dagster celery worker, and the broker.
+
+    Args:
+        count: hosts (3 for a ring at replication factor 3).
+        heap: each ring member's heap.
+        code_paths: directories the workers import the user's code from.
+        worker_concurrency: steps each worker runs at once.
+    """
+
+    def __init__(self, count: int | None = None, heap: str | None = None, code_paths: list[str | Path] | None = None,
+                 worker_concurrency: int | None = None):
+        saved = self._saved()
+        self.count = count or saved.get("count", 3)
+        self.heap = heap or saved.get("heap", "768M")
+        self.code_paths = [str(Path(p).resolve()) for p in (code_paths if code_paths is not None
+                                                             else saved.get("code_paths", []))]
+        self.worker_concurrency = worker_concurrency or saved.get("worker_concurrency", 1)
+        from ..network.hosts import EmulatedHosts
+
+        self.hosts = EmulatedHosts(self.count, numa_nodes=2, addresses_per_host=1)
+
+    # --- where things are -------------------------------------------------------------------
+    @staticmethod
+    def state_dir() -> Path:
+        return run_dir("deployment")
+
+    @classmethod
+    def _state_file(cls) -> Path:
+        return cls.state_dir() / "deployment.json"
+
+    @classmethod
+    def _saved(cls) -> dict:
+        try:
+            return json.loads(cls._state_file().read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    @property
+    def ring_ca(self) -> Path:
+        return self.state_dir() / "ring-ca"
+
+    @property
+    def dagster_home(self) -> Path:
+        """The workers' ``DAGSTER_HOME`` (a run coordinator on this machine may share it)."""
+        return self.state_dir() / "dagster_home"
+
+    def ring(self):
+        """The ring of the hosts' members (needs the hosts up: each member's plan reads its host's sysfs)."""
+        from ..cassandra.hosts import HostRing
+
+        return HostRing(self.hosts.hosts, ring_ca=self.ring_ca, heap=self.heap, instances_per_host=1,
+                        replication_factor=min(3, self.count))
+
+    def broker(self):
+        from ..redis import RedisServer
+
+        password_file = self.state_dir() / "broker.password"
+        if not password_file.exists():
+            write_private(password_file, secrets.token_urlsafe(24) + "\n")
+        # a password, not protected mode: the hosts reach it over the bridge, which is not loopback
+        broker = RedisServer(host=self.hosts.bridge_address, port=BROKER_PORT, maxmemory="256mb",
+                             password=password_file.read_text().strip(), workdir=self.state_dir() / "broker")
+        broker.name = "broker"  # not the loopback baseline's "redis"
+        return broker
+
+    def _redis_url(self, database: int) -> str:
+        broker = self.broker()
+        return f"redis://:{broker.password}@{broker.host}:{broker.port}/{database}"
+
+    @property
+    def broker_url(self) -> str:
+        """The Celery broker: database 0 of the broker's Redis."""
+        return self._redis_url(0)
+
+    @property
+    def result_backend(self) -> str:
+        """Where the workers send step events back: database 1 of the same Redis."""
+        return self._redis_url(1)
+
+    def workers(self) -> list[DagsterCeleryWorker]:
+        environment = self.client_environment()  # the executor's config reads the broker's variables too
+        return [DagsterCeleryWorker(host.name, self.broker_url, self.result_backend, netns=host.netns,
+                                    code_paths=self.code_paths, dagster_home=self.dagster_home,
+                                    environment=environment, concurrency=self.worker_concurrency,
+                                    workdir=self.state_dir() / "workers" / host.name)
+                for host in self.hosts.hosts]
+
+    def ring_environment(self) -> dict[str, str]:
+        """The ring's contact points, CA and login, as the job's resources read them."""
+        password = self.ring_ca / "superuser.password"
+        return {"ASGARD_RING_CONTACTS": ",".join(h.address for h in self.hosts.hosts),
+                "ASGARD_RING_CA": str(self.ring_ca / "ca.pem"), "ASGARD_RING_USER": "asgard_admin",
+                "ASGARD_RING_PASSWORD": password.read_text().strip() if password.exists() else ""}
+
+    def client_environment(self) -> dict[str, str]:
+        """What the run coordinator sets: the ring's login and the executor's broker and backend
+        (``celery_executor`` config ``{"broker": {"env": "ASGARD_CELERY_BROKER"}, ...}``)."""
+        return {**self.ring_environment(), "ASGARD_CELERY_BROKER": self.broker_url,
+                "ASGARD_CELERY_BACKEND": self.result_backend}
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def hosts_up(self) -> bool:
+        from ..network.namespace import namespaces
+
+        present = set(namespaces())
+        return all(h.netns in present for h in self.hosts.hosts)
+
+    def up(self) -> "EmulatedDeployment":
+        """Hosts, ring, broker and workers; what already runs is kept (the ring is made afresh only
+        with its hosts). About two minutes from nothing on a 2-core machine, most of it the ring."""
+        self.seconds: dict[str, float] = {}
+        write_private(self._state_file(), json.dumps({"count": self.count, "heap": self.heap,
+                                                      "code_paths": self.code_paths,
+                                                      "worker_concurrency": self.worker_concurrency}))
+        if not self.hosts_up():
+            self._fresh_hosts()
+        ring = self.ring()
+        if not all(m.is_running() for m in ring.members):
+            self.seconds.update(ring.start())
+        self.seconds["broker"] = self.broker().start()
+        self.workers_up()
+        return self
+
+    def _fresh_hosts(self) -> None:
+        from ..cassandra.hosts import stop_leftovers
+        from ..cassandra.ring_ca import create_ring_ca
+
+        for worker in self.workers():  # a worker of a namespace that is gone cannot be reached
+            worker.stop()
+        stop_leftovers()
+        shutil.rmtree(run_dir("hosts"), ignore_errors=True)
+        shutil.rmtree(self.ring_ca, ignore_errors=True)
+        self.ring_ca.mkdir(parents=True)
+        create_ring_ca(self.ring_ca)  # the operator's step: members never make a CA or password of their own
+        self.hosts.up()
+
+    def workers_up(self) -> dict[str, float]:
+        """One worker per host (the hosts and the broker must be up)."""
+        if not self.hosts_up():
+            raise DeploymentError(f"the {self.count} emulated hosts are not up: `asgard hosts up` first")
+        if not self.broker().is_ready():
+            raise DeploymentError(f"the broker {self.broker().endpoint} does not answer: `asgard hosts up` first")
+        seconds = {}
+        for worker in self.workers():
+            seconds[worker.name] = worker.start()
+        getattr(self, "seconds", {}).update(seconds)
+        return seconds
+
+    def workers_down(self) -> None:
+        for worker in self.workers():
+            worker.stop()
+
+    def down(self) -> None:
+        """Workers, ring, broker and hosts stopped and removed, with the ring's data (ephemeral)."""
+        from ..cassandra.hosts import stop_leftovers
+
+        self.workers_down()
+        # killed, not drained: their data goes next (a drain of three members took 35 s)
+        stop_leftovers()
+        self.broker().stop()
+        self.hosts.down()
+        shutil.rmtree(run_dir("hosts"), ignore_errors=True)
+        shutil.rmtree(self.ring_ca, ignore_errors=True)
+
+    def status(self) -> list[dict]:
+        from ..numa import NumaPlanError
+
+        rows = []
+        if self.hosts_up():
+            try:
+                rows += [m.status() for m in self.ring().members]
+            except NumaPlanError:
+                pass
+        rows.append(self.broker().status())
+        rows += [w.status() for w in self.workers()]
+        return rows
