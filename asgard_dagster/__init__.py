@@ -6,14 +6,15 @@ bigger than memory.
 """
 from .cassandra import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
 from .connection import FlatConnectionFieldsError
-from .io_manager import StoreIOManager
+from .io_manager import OutputSettingError, StoreIOManager
 from .local import LocalIOManager
 from .redis import RedisIOManager, RedisResource
 from .s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
 from asgard.resources.stores.stream import Stream
 
 __all__ = [
-    "CassandraIOManager", "CassandraResource", "FlatConnectionFieldsError", "LocalIOManager", "StoreIOManager",
+    "CassandraIOManager", "CassandraResource", "FlatConnectionFieldsError", "LocalIOManager", "OutputSettingError",
+    "StoreIOManager",
     "make_purge_on_success_sensor", "RedisIOManager", "RedisResource", "S3IOManager", "S3StoreResource",
     "stock_s3_pickle_io_manager", "Stream",
 ]

@@ -84,6 +84,68 @@ def keys_for_input(context: InputContext) -> dict[str | None, ObjectKey]:
     return {None: key_for_output(context.upstream_output)}
 
 
+#: an output's metadata key naming its codec ("none", "lz4", "zstd", or "auto" to choose for it)
+CODEC_METADATA_KEY = "asgard/codec"
+
+
+def output_codec(context: OutputContext) -> str | None:
+    """The codec the output's definition names (``Out(metadata={"asgard/codec": "zstd"})``, or an
+    asset's metadata), checked before anything is written; None leaves it to the store."""
+    from asgard.resources.stores.serde import AUTO_CODEC, CODECS
+
+    value = (context.definition_metadata or {}).get(CODEC_METADATA_KEY)
+    if value is None:
+        return None
+    value = getattr(value, "value", value)  # a MetadataValue.text
+    allowed = sorted(CODECS) + [AUTO_CODEC]
+    if value not in allowed:
+        raise OutputSettingError(_output_name(context), CODEC_METADATA_KEY, value, allowed)
+    return value
+
+
+def readers_of(context: OutputContext) -> int:
+    """How many steps read this output, from the job's topology (1 where it is not known: an asset's)."""
+    from .topology import analyze_job
+
+    try:
+        job = context.step_context.job_def
+    except Exception:  # an OutputContext built by hand (build_output_context): no job around it
+        return 1
+    topology = _topologies.get(id(job))
+    if topology is None:
+        topology = _topologies[id(job)] = analyze_job(job)
+    node = context.step_key.split("[", 1)[0]
+    for stage in topology.stages:
+        if stage.producer == node and stage.output in (context.name, "*") and stage.writes:
+            return max(1, round(stage.reads / stage.writes))
+    return 1
+
+
+_topologies: dict[int, Any] = {}
+
+
+def _output_name(context: OutputContext) -> str:
+    if context.has_asset_key:
+        return f"asset {context.asset_key.to_user_string()}"
+    return f"output '{context.name}' of step '{context.step_key}'"
+
+
+class OutputSettingError(ValueError):
+    """An output's metadata sets an Asgard option to a value it cannot take.
+
+    Attributes:
+        output: which output (step and name, or asset).
+        key: the metadata key (``asgard/codec``).
+        value: the value given.
+        allowed: the values it can take.
+    """
+
+    def __init__(self, output: str, key: str, value: Any, allowed: list[str]):
+        self.output, self.key, self.value, self.allowed = output, key, value, allowed
+        super().__init__(f"{output} sets metadata {key!r} to {value!r}, which it cannot take: use one of {allowed} "
+                         "(nothing was written)")
+
+
 class OutputForSeveralPartitionsError(ValueError):
     """An asset output stands for several partitions at once (a single-run backfill over a range)."""
 
@@ -135,8 +197,14 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     def handle_output(self, context: OutputContext, obj: Any) -> None:
         store = self.store()
         key = key_for_output(context)
+        codec = output_codec(context)  # the user's, per output, wins over the store's
         # a Stream is written chunk by chunk as it comes, never whole in memory
-        result = store.put_stream(key, obj) if isinstance(obj, Stream) else store.put(key, obj)
+        if isinstance(obj, Stream):
+            result = store.put_stream(key, obj)
+        elif codec is not None or store.auto_codec:
+            result = store.put(key, obj, codec=codec, readers=readers_of(context))
+        else:
+            result = store.put(key, obj)
         m = result.manifest
         # the UI's event log shows the first rows of an event's metadata and folds the rest:
         # where it is, its size in MiB and the write speed come first
@@ -153,6 +221,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
             "stored_bytes": MetadataValue.int(m.stored_bytes),
             "checksum": m.checksum,
             "python_type": m.python_type,
+            **({"codec_reason": result.codec_reason} if result.codec_reason else {}),
         })
 
     def load_input(self, context: InputContext) -> Any:

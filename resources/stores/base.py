@@ -31,7 +31,8 @@ from .errors import (
     StoreConfigError,
 )
 from .manifest import Manifest, ObjectKey, crc32
-from .serde import Codec, NoCodec, Serializer, get_codec, get_serializer
+from .codec_choice import choose_codec, throughput_record
+from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
 from .signing import PayloadSigner
 
@@ -97,6 +98,8 @@ class PutResult:
     uri: str
     manifest: Manifest
     seconds: float
+    #: why the manifest's codec was chosen, where it was chosen per output (``codec="auto"``)
+    codec_reason: str | None = None
 
     @property
     def mb_per_s(self) -> float:
@@ -137,8 +140,8 @@ def iter_chunks(frames: list[memoryview], chunk_size: int) -> Iterator[memoryvie
 class _ChunkEncoder:
     """Compresses, checksums and signs chunks as they go out, keeping what the manifest records."""
 
-    def __init__(self, store: "ObjectStore"):
-        self.codec, self.signer = store.codec, store.signer
+    def __init__(self, store: "ObjectStore", codec: Codec):
+        self.codec, self.signer = codec, store.signer
         self.sizes: list[int] = []
         self.crcs: list[int] = []
         self.macs: list[str] | None = [] if store.signer else None
@@ -160,7 +163,9 @@ class ObjectStore(abc.ABC):
 
     Args:
         serializer: name of a serializer in :mod:`asgard.resources.stores.serde` (``pickle5``).
-        codec: ``none``, ``lz4`` or ``zstd``; compression is applied chunk by chunk.
+        codec: ``none``, ``lz4`` or ``zstd``; compression is applied chunk by chunk. ``auto``: each
+            output of 1 MiB or more gets the codec that makes it cheapest here, from a trial on a
+            sample of it and the store's measured throughput (:mod:`.codec_choice`).
         chunk_size: bytes per chunk before compression.
         max_object_bytes: serialized size over which ``put`` refuses (nothing is written).
         ttl_seconds: lifetime of every stored row or object; 0 keeps them until purged.
@@ -197,7 +202,8 @@ class ObjectStore(abc.ABC):
             raise StoreConfigError(
                 f"inline_bytes {inline_bytes} is outside 0..{self.max_chunk_size} bytes for {self.backend}")
         self.serializer: Serializer = get_serializer(serializer)
-        self.codec: Codec = get_codec(codec)
+        self.auto_codec = codec == AUTO_CODEC
+        self.codec: Codec = get_codec(None if self.auto_codec else codec)
         self.chunk_size = chunk_size
         self.max_object_bytes = max_object_bytes
         self.ttl_seconds = ttl_seconds
@@ -218,7 +224,8 @@ class ObjectStore(abc.ABC):
         Objects already stored keep reading: their manifests record their own chunking and codec."""
         self._check_client_options(chunk_size, concurrency)
         inline_share = self.inline_bytes / self.chunk_size if self.chunk_size else 1
-        self.codec = get_codec(codec)
+        self.auto_codec = codec == AUTO_CODEC
+        self.codec = get_codec(None if self.auto_codec else codec)
         self.chunk_size, self.concurrency = chunk_size, concurrency
         self.inline_bytes = min(int(chunk_size * inline_share), self.max_chunk_size)
 
@@ -278,19 +285,42 @@ class ObjectStore(abc.ABC):
         chosen = self.serializer if serializer in (None, self.serializer.name) else get_serializer(serializer)
         return Serialized(chosen.dumps(obj), chosen.name, f"{type(obj).__module__}.{type(obj).__qualname__}")
 
-    def put(self, key: ObjectKey, obj: Any) -> PutResult:
-        return self.put_serialized(key, self.serialize(obj))
+    def put(self, key: ObjectKey, obj: Any, codec: str | None = None, readers: int = 1) -> PutResult:
+        return self.put_serialized(key, self.serialize(obj), codec, readers)
 
-    def put_serialized(self, key: ObjectKey, serialized: Serialized) -> PutResult:
-        """Store frames :meth:`serialize` made; refused before anything is written if too large."""
+    def identity(self) -> str:
+        """What names this store's server and table, for records kept per store (its throughput)."""
+        return self.backend
+
+    def _codec_for(self, frames: list[memoryview], codec: str | None, readers: int) -> tuple[Codec, str | None]:
+        """The codec of one put: ``codec`` if named (the caller's choice wins), chosen for this
+        output where it or the store says ``auto``, else the store's."""
+        if codec is None and not self.auto_codec:
+            return self.codec, None
+        if codec not in (None, AUTO_CODEC):
+            return get_codec(codec), "chosen by the caller"
+        choice = choose_codec(frames, readers, throughput_record().read(self.identity()))
+        return get_codec(choice.codec), choice.reason
+
+    def _observe(self, kind: str, manifest: Manifest, seconds: float) -> None:
+        """A put or get of raw bytes, timed, for the next per-output codec choices."""
+        if self.auto_codec and manifest.codec == NoCodec.name:
+            throughput_record().observe(self.identity(), kind, manifest.size, seconds)
+
+    def put_serialized(self, key: ObjectKey, serialized: Serialized, codec: str | None = None,
+                       readers: int = 1) -> PutResult:
+        """Store frames :meth:`serialize` made; refused before anything is written if too large.
+        ``codec``: this output's (a name, or ``auto``), else the store's; ``readers``: how many
+        times it will be read, which a per-output codec choice weighs."""
         t0 = time.perf_counter()
         frames = serialized.frames
         frame_lengths = [f.nbytes for f in frames]
         size = sum(frame_lengths)
         if size > self.max_object_bytes:
             raise ObjectTooLargeError(self.uri(key), size, self.max_object_bytes)
+        chosen, reason = self._codec_for(frames, codec, readers)
         version = new_version()
-        encoder = _ChunkEncoder(self)
+        encoder = _ChunkEncoder(self, chosen)
         inline = None
         if size <= self.inline_bytes:
             # the whole object as one chunk kept in the manifest's record: the put is one write
@@ -308,7 +338,7 @@ class ObjectStore(abc.ABC):
             chunk_crcs=encoder.crcs,
             frames=frame_lengths,
             serializer=serialized.serializer,
-            codec=self.codec.name,
+            codec=chosen.name,
             python_type=serialized.python_type,
             inline=inline is not None,
             chunk_macs=encoder.macs,
@@ -316,7 +346,9 @@ class ObjectStore(abc.ABC):
         if self.signer:
             self.signer.sign(manifest, key)
         self._write_manifest(key, manifest, inline)
-        return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        self._observe("write", manifest, seconds)
+        return PutResult(key, self.uri(key), manifest, seconds, reason)
 
     def put_stream(self, key: ObjectKey, pieces: Iterable) -> PutResult:
         """Store the bytes of ``pieces`` (a :class:`~.stream.Stream` or any iterable of bytes-like)
@@ -325,7 +357,7 @@ class ObjectStore(abc.ABC):
         memory) does not apply: a stream is bounded by the store's space."""
         t0 = time.perf_counter()
         version = new_version()
-        encoder = _ChunkEncoder(self)
+        encoder = _ChunkEncoder(self, self.codec)
         self._write_chunks(key, version, encoder.encode(iter_chunks((memoryview(p) for p in pieces), self.chunk_size)),
                            None)
         size = sum(encoder.sizes)
@@ -409,6 +441,7 @@ class ObjectStore(abc.ABC):
         for length in manifest.frames:
             frames.append(view[pos : pos + length])
             pos += length
+        self._observe("read", manifest, time.perf_counter() - t0)  # the bytes' transfer, before unpickling
         serializer = get_serializer(manifest.serializer) if manifest.serializer != self.serializer.name else self.serializer
         value = serializer.loads(frames)
         return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0)

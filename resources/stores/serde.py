@@ -150,6 +150,8 @@ class JsonSerializer(Serializer):
 
 SERIALIZERS: dict[str, type[Serializer]] = {s.name: s for s in (PickleSerializer, StreamBytesSerializer, JsonSerializer)}
 CODECS: dict[str, type[Codec]] = {c.name: c for c in (NoCodec, Lz4Codec, ZstdCodec)}
+#: the codec setting that chooses one of CODECS per output (:mod:`.codec_choice`)
+AUTO_CODEC = "auto"
 
 
 def get_serializer(name: str) -> Serializer:
@@ -163,4 +165,5 @@ def get_codec(name: str | None) -> Codec:
     try:
         return CODECS[name or "none"]()
     except KeyError:
-        raise StoreConfigError(f"Unknown codec {name!r}; known: {sorted(CODECS)}") from None
+        raise StoreConfigError(f"Unknown codec {name!r}; known: {sorted(CODECS)}, or {AUTO_CODEC!r} to choose "
+                               "per output") from None

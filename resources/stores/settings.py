@@ -87,7 +87,8 @@ STORAGE = SettingGroup("storage", [
     Setting("ttl_seconds", "int", 7 * 24 * 3600,
             "Lifetime of stored objects in seconds (ephemeral data). Keep it longer than you may wait before "
             "re-running from a failure, which reads the earlier run's outputs."),
-    Setting("codec", "str", "none", "Chunk compression: 'none', 'lz4' or 'zstd'."),
+    Setting("codec", "str", "none", "Chunk compression: 'none', 'lz4' or 'zstd'; 'auto' chooses per output "
+            "(1 MiB or more) from a trial on a sample of it and the store's measured throughput."),
     Setting("max_object_bytes", "int", 2 << 30,
             "Largest serialized object accepted; a larger one fails before anything is written."),
     Setting("chunk_size_bytes", "int", 0, "Bytes per chunk; 0 uses the backend's default."),

@@ -243,6 +243,9 @@ class CassandraObjectStore(ObjectStore):
         self.statements.get("select_head")
 
     # --- layout -----------------------------------------------------------------------
+    def identity(self) -> str:
+        return f"cassandra://{self.contact_points[0]}:{self.port}/{self.qualified_table}"
+
     def uri(self, key: ObjectKey) -> str:
         return f"cassandra://{self.contact_points[0]}:{self.port}/{self.qualified_table}/{key.scope}/{key.path}"
 

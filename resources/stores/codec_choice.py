@@ -1,0 +1,194 @@
+"""The codec of one output, chosen from what it costs here (``codec="auto"``).
+
+A codec pays when the time it saves moving fewer bytes through the store, once for the write and
+once per reader, is more than the time it spends compressing once and decompressing per reader.
+Both sides are measured, not assumed: the codecs' ratio and speed on a sample of the output itself
+(:func:`try_codecs`), and the store's throughput as this machine last saw it for raw bytes
+(:class:`ThroughputRecord`, kept across processes because each step of a run is a process of its
+own). Until a store has been measured, its throughput is the assumption named below.
+
+    choice = choose_codec(frames, readers=3, throughput=record.read(store_id))
+    choice.codec, choice.reason   # "lz4", "lz4 ratio 3.1 on a 256 KiB sample: 41 ms against 97 ms ..."
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .serde import get_codec
+
+MiB = 1024 * 1024
+#: outputs under this size are stored as they are: a trial would cost more than it can save
+AUTO_MIN_BYTES = 1 * MiB
+#: bytes of an output a trial compresses (enough for lz4's and zstd's windows to see its structure)
+SAMPLE_BYTES = 256 * 1024
+#: times each codec compresses and decompresses the sample (the fastest counts)
+TRIAL_REPEATS = 3
+#: the codecs a trial weighs against storing the bytes as they are
+CANDIDATES = ("lz4", "zstd")
+#: a codec must save this share of the time to be chosen: below it the choice would follow noise
+#: (assumption: the spread of repeated 16 MiB puts here, 5-8%, docs/results/bench-io.txt)
+MARGIN = 0.10
+#: a store's raw-byte MB/s until measured here (assumption: loopback Cassandra, 16 MiB objects,
+#: write 435.8 / read 824.7 MB/s, docs/results/bench-io.txt)
+ASSUMED_WRITE_MB_S, ASSUMED_READ_MB_S = 435.8, 824.7
+
+
+@dataclass(frozen=True)
+class CodecTrial:
+    """A codec on a sample: ``ratio`` raw/compressed bytes, speeds in MB/s of raw bytes."""
+
+    codec: str
+    ratio: float
+    compress_mb_s: float
+    decompress_mb_s: float
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A store's MB/s for raw bytes, and whether it was measured here (else assumed)."""
+
+    write_mb_s: float = ASSUMED_WRITE_MB_S
+    read_mb_s: float = ASSUMED_READ_MB_S
+    measured: bool = False
+
+
+@dataclass(frozen=True)
+class CodecChoice:
+    """The codec chosen for one output, the seconds each candidate was expected to take (the write
+    and every read), and why, in a line for the output's metadata."""
+
+    codec: str
+    reason: str
+    expected_seconds: dict[str, float]
+
+
+def sample_of(frames: list[memoryview]) -> memoryview:
+    """Up to ``SAMPLE_BYTES`` of the output's largest frame (an array's buffer, not its header)."""
+    largest = max(frames, key=lambda f: f.nbytes)
+    view = memoryview(largest).cast("B")
+    start = max(0, (view.nbytes - SAMPLE_BYTES) // 2)  # the middle: a file's header is not its body
+    return view[start : start + SAMPLE_BYTES]
+
+
+def try_codecs(sample: memoryview, candidates: tuple[str, ...] = CANDIDATES) -> list[CodecTrial]:
+    """Compress and decompress ``sample`` with each codec, timed on this machine."""
+    trials = []
+    for name in candidates:
+        codec = get_codec(name)
+        codec.decompress(codec.compress(b"warm"), 4)  # the library imported and ready: not timed
+        packing, unpacking = [], []
+        for _ in range(TRIAL_REPEATS):  # the fastest of a few: a busy machine's pauses are not the codec's
+            t0 = time.perf_counter()
+            packed = codec.compress(sample)
+            t1 = time.perf_counter()
+            codec.decompress(packed, sample.nbytes)
+            packing.append(t1 - t0)
+            unpacking.append(time.perf_counter() - t1)
+        mb = sample.nbytes / MiB
+        trials.append(CodecTrial(name, sample.nbytes / max(1, len(packed)), mb / max(min(packing), 1e-6),
+                                 mb / max(min(unpacking), 1e-6)))
+    return trials
+
+
+def expected_seconds(size: int, readers: int, throughput: Throughput, trial: CodecTrial | None) -> float:
+    """Seconds the output costs: one write and ``readers`` reads through the store, plus, with a
+    codec, one compression and ``readers`` decompressions."""
+    mb = size / MiB
+    if trial is None:
+        return mb / throughput.write_mb_s + readers * mb / throughput.read_mb_s
+    stored = mb / trial.ratio
+    return (mb / trial.compress_mb_s + stored / throughput.write_mb_s
+            + readers * (stored / throughput.read_mb_s + mb / trial.decompress_mb_s))
+
+
+def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput) -> CodecChoice:
+    """The codec that makes the output cheapest here, "none" unless one saves over ``MARGIN``."""
+    size = sum(f.nbytes for f in frames)
+    if size < AUTO_MIN_BYTES:
+        return CodecChoice("none", f"{size} bytes, under {AUTO_MIN_BYTES // MiB} MiB: stored as is", {})
+    trials = try_codecs(sample_of(frames))
+    readers = max(1, readers)
+    costs = {"none": expected_seconds(size, readers, throughput, None)}
+    costs.update({t.codec: expected_seconds(size, readers, throughput, t) for t in trials})
+    best = min(trials, key=lambda t: costs[t.codec])
+    source = "measured here" if throughput.measured else "assumed, not yet measured here"
+    store = f"store {throughput.write_mb_s:.0f}/{throughput.read_mb_s:.0f} MB/s write/read ({source})"
+    if costs[best.codec] < (1 - MARGIN) * costs["none"]:
+        return CodecChoice(best.codec, f"{best.codec} ratio {best.ratio:.2f} on a {sample_of(frames).nbytes // 1024} "
+                           f"KiB sample: {costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms "
+                           f"as is, for 1 write and {readers} read(s) at {store}", costs)
+    return CodecChoice("none", f"best codec {best.codec} (ratio {best.ratio:.2f}) would take "
+                       f"{costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms as is, for 1 write "
+                       f"and {readers} read(s) at {store}: not {MARGIN:.0%} better", costs)
+
+
+class ThroughputRecord:
+    """A store's raw-byte MB/s as this machine's processes saw it, in a small JSON file (each step
+    is a process of its own, so one process rarely measures enough itself): a moving average of
+    puts and gets of ``AUTO_MIN_BYTES`` or more stored as they are, by store (backend and endpoint)."""
+
+    #: weight of a new observation in the moving average
+    WEIGHT = 0.3
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or default_record_path()
+        self._lock = threading.Lock()
+        self._cache: dict | None = None
+
+    def read(self, store_id: str) -> Throughput:
+        entry = self._load().get(store_id)
+        if not entry:
+            return Throughput()
+        return Throughput(entry.get("write_mb_s", ASSUMED_WRITE_MB_S), entry.get("read_mb_s", ASSUMED_READ_MB_S),
+                          True)
+
+    def observe(self, store_id: str, kind: str, size: int, seconds: float) -> None:
+        """Fold one put (``kind`` "write") or get ("read") of ``size`` raw bytes into the record."""
+        if size < AUTO_MIN_BYTES or seconds <= 0:
+            return
+        with self._lock:
+            data = self._load(fresh=True)
+            entry = data.setdefault(store_id, {})
+            field, now = f"{kind}_mb_s", size / MiB / seconds
+            entry[field] = now if field not in entry else (1 - self.WEIGHT) * entry[field] + self.WEIGHT * now
+            self._save(data)
+
+    def _load(self, fresh: bool = False) -> dict:
+        if self._cache is None or fresh:
+            try:
+                self._cache = json.loads(self.path.read_text())
+            except (OSError, ValueError):  # none yet, or another process's write half-read: start over
+                self._cache = {}
+        return self._cache
+
+    def _save(self, data: dict) -> None:
+        # written whole and renamed: a reader never sees half a file
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".throughput-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, self.path)
+
+
+_record: ThroughputRecord | None = None
+
+
+def throughput_record() -> ThroughputRecord:
+    """The process's record (its file found when first used, not at import)."""
+    global _record
+    if _record is None:
+        _record = ThroughputRecord()
+    return _record
+
+
+def default_record_path() -> Path:
+    """``$ASGARD_HOME/cache/throughput.json``, else the user's cache folder."""
+    home = os.environ.get("ASGARD_HOME")
+    base = Path(home) / "cache" if home else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "asgard"
+    return base / "throughput.json"

@@ -1,0 +1,66 @@
+"""Jobs for tests/test_codec_choice.py (module level: the multiprocess executor reconstructs them)."""
+from __future__ import annotations
+
+import numpy as np
+from dagster import Out, job, multiprocess_executor, op
+
+from asgard_dagster import CassandraIOManager, CassandraResource
+
+ROWS = 2_000_000
+
+
+@op
+def columns() -> np.ndarray:
+    return np.random.default_rng(3).integers(0, 4, ROWS).astype(np.int64)  # 15 MiB of 2-bit values: lz4 ~4x
+
+
+@op
+def noise() -> np.ndarray:
+    return np.random.default_rng(4).random(ROWS)  # 15 MiB of random floats: no codec helps
+
+
+@op(out=Out(metadata={"asgard/codec": "zstd"}))
+def noise_forced_zstd() -> np.ndarray:
+    return np.random.default_rng(5).random(ROWS // 4)
+
+
+@op
+def count_a(values: np.ndarray) -> int:
+    return int(values.sum())
+
+
+@op
+def count_b(values: np.ndarray) -> int:
+    return int(values.sum())
+
+
+@op
+def count_c(values: np.ndarray) -> int:
+    return int(values.sum())
+
+
+@op
+def mean(values: np.ndarray) -> float:
+    return float(values.mean())
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
+                                                   codec="auto")},
+     executor_def=multiprocess_executor)
+def codec_per_output_job():
+    data = columns()  # read by three steps: a broadcast
+    count_a(data)
+    count_b(data)
+    count_c(data)
+    mean(noise())
+    mean.alias("mean_forced")(noise_forced_zstd())
+
+
+@op(out=Out(metadata={"asgard/codec": "gzip"}))
+def misnamed_codec() -> np.ndarray:
+    return np.zeros(10)
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"))})
+def misnamed_codec_job():
+    mean(misnamed_codec())

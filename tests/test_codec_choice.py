@@ -1,0 +1,89 @@
+"""The codec of each output chosen from what it costs here (resources/stores/codec_choice.py), in
+real Dagster runs on the multiprocess executor against the local Cassandra node: a broadcast of
+compressible columns is compressed, random floats are not, the user's per-output choice wins, and
+a codec that does not exist fails the step before anything is written."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dagster import execute_job, reconstructable
+
+from asgard.resources.stores.codec_choice import Throughput, ThroughputRecord, choose_codec
+
+from .codec_jobs import ROWS, codec_per_output_job, misnamed_codec_job
+
+
+def _stored(result, step: str) -> dict:
+    """The metadata the IO manager gave ``step``'s output (its HANDLED_OUTPUT event)."""
+    [event] = [e for e in result.all_events if e.event_type_value == "HANDLED_OUTPUT" and e.step_key == step]
+    return {k: getattr(v, "value", v) for k, v in event.event_specific_data.metadata.items()}
+
+
+def test_each_output_gets_the_codec_that_pays_for_it(cassandra_node, dagster_instance, tmp_path, monkeypatch):
+    monkeypatch.setenv("ASGARD_HOME", str(tmp_path))  # a throughput record of this test's own
+    with execute_job(reconstructable(codec_per_output_job), instance=dagster_instance) as result:
+        assert result.success
+        columns, noise, forced = (_stored(result, s) for s in ("columns", "noise", "noise_forced_zstd"))
+        want = int(np.random.default_rng(3).integers(0, 4, ROWS).astype(np.int64).sum())
+        assert [result.output_for_node(n) for n in ("count_a", "count_b", "count_c")] == [want] * 3
+        assert result.output_for_node("mean") == pytest.approx(np.random.default_rng(4).random(ROWS).mean())
+    # a broadcast of small integers, read by 3 steps: compressed, and the metadata says why
+    assert columns["codec"] in ("lz4", "zstd"), columns
+    assert columns["stored_bytes"] * 2 < columns["bytes"], columns
+    assert "3 read(s)" in columns["codec_reason"], columns
+    # random floats: stored as they are, with the trial's verdict
+    assert noise["codec"] == "none" and noise["stored_bytes"] == noise["bytes"], noise
+    assert "not 10% better" in noise["codec_reason"], noise
+    # the output's own metadata wins over the choice
+    assert forced["codec"] == "zstd" and forced["codec_reason"] == "chosen by the caller", forced
+    # the steps' puts and gets were measured for the next choices, in a file every step process shares
+    assert ThroughputRecord(tmp_path / "cache" / "throughput.json").read(
+        "cassandra://127.0.0.1:9042/asgard_test.objects").measured
+
+
+def test_a_codec_that_does_not_exist_fails_the_step_before_anything_is_written(cassandra_node, cassandra_store):
+    from dagster import DagsterInstance
+
+    from asgard_dagster import OutputSettingError
+
+    with DagsterInstance.ephemeral() as instance:
+        result = misnamed_codec_job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    text = error.message + "".join(c.error.message for c in [error] + ([error.cause] if error.cause else [])
+                                   if getattr(c, "error", None))
+    assert OutputSettingError.__name__ in error.to_string() and "'gzip'" in error.to_string(), error.to_string()
+    assert "zstd" in error.to_string() and text
+    assert cassandra_store.list_paths(f"run/{result.run_id}") == []
+
+
+def test_a_codec_pays_on_a_slow_link_and_not_on_a_fast_one():
+    """The same compressible output: over a link of cloud speed a codec is chosen; where the store
+    moves bytes faster than any codec compresses them, it is stored as is."""
+    frames = [memoryview(np.random.default_rng(0).integers(0, 4, 1_000_000).astype(np.int64)).cast("B")]
+    slow = choose_codec(frames, readers=2, throughput=Throughput(50.0, 50.0, True))
+    fast = choose_codec(frames, readers=2, throughput=Throughput(1e6, 1e6, True))
+    assert slow.codec in ("lz4", "zstd") and fast.codec == "none", (slow, fast)
+    small = choose_codec([memoryview(b"x" * 1000)], readers=5, throughput=Throughput(1.0, 1.0, True))
+    assert small.codec == "none" and "under 1 MiB" in small.reason
+
+
+def test_the_throughput_record_is_shared_between_processes_and_never_read_torn(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "throughput.json"
+    code = ("import sys; from asgard.resources.stores.codec_choice import ThroughputRecord as R; "
+            "r = R(__import__('pathlib').Path(sys.argv[1]))\n"
+            "for i in range(200): r.observe('s', 'write', 8 << 20, 0.01 * (1 + i % 3))")
+    writers = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(3)]
+    reader = ThroughputRecord(path)
+    seen = []
+    while any(w.poll() is None for w in writers):
+        seen.append(ThroughputRecord(path).read("s"))
+    assert all(w.wait() == 0 for w in writers)
+    final = reader.read("s")
+    # 8 MiB in 10-30 ms: every reading, mid-write or not, is a measured figure in that range
+    assert final.measured and 260 <= final.write_mb_s <= 810, final
+    assert all(not t.measured or 260 <= t.write_mb_s <= 810 for t in seen)
