@@ -58,12 +58,10 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
         orderly = [o for o in outcomes if o.kind in (LIVE, RESTART)]
         if act and orderly:
             # one member at a time, across hosts: the hosts' agents under the ring's lease
-            order = control.submit(reachable.yaml_overrides(), restart=restart)
+            live = live_order_settings(reachable, [o.name for o in orderly if o.kind == LIVE])
+            order = control.submit(reachable.yaml_overrides(), restart=restart, live=live)
             restarts = control.wait(order, members, timeout=max(900.0, 300.0 * len(members)))
-            for o in orderly:
-                o.applied, o.why, o.yaml = True, "", None
-                o.how = (f"order {order} in {control.ring!r}: "
-                         + ("a rolling restart by the hosts' agents" if restart else "set by the hosts' agents"))
+            record_order_outcomes(orderly, restarts, f"order {order} in {control.ring!r}", restart)
         elif orderly:
             for o in orderly:
                 o.why = f"not applied: a dry run (apply: false); the hosts' agents of {sorted(set(agents.values()))} would"
@@ -104,3 +102,48 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
     if restart_yaml:
         metadata["cassandra_yaml_for_an_operator"] = restart_yaml
     return outcome, metadata
+
+
+def setting_text(knob: str, value: Any) -> str:
+    """``value`` of ``knob`` as its member's ``system_views.settings`` shows it (``16MiB/s``, ``64``)."""
+    from asgard.tuner.knobs import KNOBS
+
+    unit = KNOBS[knob].unit
+    return f"{value}{unit}" if unit in ("MiB", "MiB/s", "ms") else str(value)
+
+
+def live_order_settings(config, names: list[str]) -> dict[str, dict]:
+    """An order's live settings (:class:`~asgard.resources.cassandra.orders.Order`): for each live
+    knob of ``names``, the nodetool command that sets it on a member and the setting to read back."""
+    from asgard.tuner.knobs import KNOBS
+
+    commands = config.live_commands()
+    return {name: {"command": commands[name], "setting": KNOBS[name].yaml_key,
+                   "value": setting_text(name, config[name])}
+            for name in names if name in commands and KNOBS[name].yaml_key}
+
+
+def record_order_outcomes(orderly: list, records: list[dict], order: str, restart: bool) -> None:
+    """Each knob an order carried, from the members' done records: a live knob applied only where
+    every member read back its value (else not applied, with each member's why); a restart-only
+    knob applied by the members' restarts."""
+    from asgard.tuner.knobs import LIVE
+
+    how = f"{order}: " + ("a rolling restart by the hosts' agents" if restart else "set live by the hosts' agents")
+    for o in orderly:
+        o.yaml = None
+        if o.kind != LIVE:
+            o.applied, o.why, o.how = True, "", how
+            continue
+        entries = {r["member"]: (r.get("live") or {}).get(o.name) for r in records}
+        missing = sorted(m for m, e in entries.items() if e is None)
+        wrong = {m: e.get("why") or "not applied" for m, e in entries.items() if e is not None and not e.get("applied")}
+        o.applied = not missing and not wrong
+        if o.applied:
+            read = sorted({e["read_back"] for e in entries.values()})
+            o.why, o.how = "", f"{how}; read back {', '.join(read)} on {sorted(entries)}"
+        else:
+            o.how = how
+            o.why = "not applied: " + "; ".join(
+                [f"{m}: {why}" for m, why in sorted(wrong.items())]
+                + ([f"no read-back from {missing} (an agent of an older version?)"] if missing else []))

@@ -20,6 +20,7 @@ from ..process import ServerError
 
 from ..numa import SYS_NODES, local_plan, numa_nodes
 from ..paths import run_dir
+from .hints import HintsPendingError  # noqa: F401  (raised by wait_hints_delivered; its old home)
 from .node import CassandraNode
 
 
@@ -154,28 +155,18 @@ class CassandraCluster:
         :class:`HintsPendingError` after
         ``timeout``. Buffered hints reach their files within a flush period of a member coming back,
         so the files are trusted only once that period has passed since the last restart here."""
+        from .hints import wait_no_pending_hints
+
         ids = self.host_ids()
         targets = {h for a, h in ids.items() if down_next is None or a != down_next.address}
         settle = max((_hints_flush_seconds(n) for n in self.nodes), default=10.0)
         # wall clock: a member restarted by an earlier run (its restarts.jsonl) counts too
         up_since = max([getattr(self, "_up_since", 0.0)] + [_last_restart_at(n) for n in self.nodes])
-        t0 = time.monotonic()
-        first = None
-        while True:
-            now = time.monotonic()
-            pending = self.pending_hint_files(targets)
-            first = sum(map(len, pending.values())) if first is None else first
-            if not pending and time.time() >= up_since + settle:
-                return now - t0, first
-            if now - t0 > timeout:
-                names = {h: a for a, h in ids.items()}
-                raise HintsPendingError(
-                    f"hints for {sorted({names.get(f[:36], f[:36]) for fs in pending.values() for f in fs})} still "
-                    f"pending after {timeout:.0f}s ({pending}): taking "
-                    f"{down_next.address if down_next else 'a member'} down now would leave partitions without a "
-                    "complete replica. Check the receiving members' logs (HintsDispatcher), or run `nodetool repair`, "
-                    "then retry.")
-            time.sleep(0.5)
+        names = {h: a for a, h in ids.items()}
+        # the files are read directly (the one still being written included): a flush period suffices
+        return wait_no_pending_hints(lambda: self.pending_hint_files(targets), up_since + settle, timeout,
+                                     down_next.address if down_next else "a member",
+                                     target_of=lambda f: names.get(f[:36], f[:36]))
 
     def restart_order(self) -> list[CassandraNode]:
         """The most recently restarted member first: hints to it may still be pending, and a
@@ -263,11 +254,6 @@ class CassandraCluster:
 class RingMemberError(ServerError):
     """A member of the ring cannot be reconfigured here: not an instance this project runs, down,
     or started without a launch record (it could not be restarted as it runs)."""
-
-
-class HintsPendingError(ServerError):
-    """Hints to a member were not delivered within the bound: taking the next member down would
-    leave some partitions without a complete replica."""
 
 
 def _drain(node: CassandraNode) -> float:

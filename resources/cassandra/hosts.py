@@ -123,10 +123,19 @@ class HostRing:
 
     def join(self, host) -> list[CassandraNode]:
         """Start the members of ``host`` (added to the ring after it started): each bootstraps,
-        streaming the ranges its tokens take from the members that held them."""
+        streaming the ranges its tokens take from the members that held them, on the ring's
+        desired configuration (the newest order's overrides: it replays no older order)."""
+        from .orders import desired_overrides
+
+        session = self.session()
+        try:
+            overrides = desired_overrides(session)
+        finally:
+            session.cluster.shutdown()
         joined = []
         for n, address in enumerate(host.addresses[: self._per_host(host)]):
             member = self._member(len(self.hosts), host, n, address)
+            member.set_overrides(overrides)
             member.start()
             joined.append(member)
         self.hosts.append(host)

@@ -9,14 +9,25 @@ host failing at replication factor 3. A cass-operator user gets the same decisio
 ``spec.config`` change instead (:mod:`asgard.tuner.unmanaged`).
 
 * The retune job (wherever Dagster's daemon runs) writes an order: the ``cassandra.yaml``
-  overrides for every member and whether they need a restart (:meth:`RingControl.submit`), then
-  waits until every member has carried it out (:meth:`RingControl.wait`).
+  overrides for every member (the whole desired configuration), whether they need a restart, and
+  the live settings to send over JMX and read back (:meth:`RingControl.submit`), then waits until
+  every member has carried it out (:meth:`RingControl.wait`).
+* Only the newest order is open: a newer order supersedes every older one, and it closes once
+  every member has a done record for it. A member that joins later starts on the newest order's
+  overrides (:func:`desired_overrides`, :meth:`HostAgent.start_members`) and records it done
+  without a restart; it replays no older order.
 * Each host runs a :class:`HostAgent` for its members (``asgard cassandra agent``): it heartbeats
-  its members into ``agents``, and for an open order takes the ring's lease, checks that no member
-  holds hints for any member but the one going down (``system_views.pending_hints``, asked of
-  each member), drains and restarts its member with the overrides and its CQL port closed until
-  every other member's gossip sees the new generation ready (``system_views.gossip_info``), records
-  it done, and gives the lease back. A host that dies holding the lease loses it to the TTL.
+  its members into ``agents``, and for the open order takes the ring's lease. A live-only order is
+  sent to its member over JMX and read back from the member's ``system_views.settings``; the done
+  record says applied only where the read-back matches. A restart order first waits until the
+  member may go down (:meth:`HostAgent.check_safe_to_drain`): every other member up and NORMAL in
+  every member's gossip, and no member holding hints for any member but it
+  (``system_views.pending_hints`` of each member, trusted only once the latest start has settled:
+  :mod:`.hints`, the rule the loopback ring's rolling restart uses); else
+  :class:`UnsafeToDrainError`, the member untouched. Then it drains and restarts its member with
+  the overrides and its CQL port closed until every other member's gossip sees the new generation
+  ready (``system_views.gossip_info``), records it done, and gives the lease back. A host that
+  dies holding the lease loses it to the TTL.
 
 Example::
 
@@ -26,6 +37,7 @@ Example::
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -46,11 +58,55 @@ class OrderError(ServerError):
     """An order could not be carried out (timed out, or a member refused)."""
 
 
+class UnsafeToDrainError(OrderError):
+    """A member was not taken down: another member was down or not NORMAL in some member's gossip,
+    or a member held hints for a member other than it. ``member``: the one kept up; ``reasons``:
+    what was wrong, one line each."""
+
+    def __init__(self, member: str, reasons: list[str], waited: float):
+        self.member, self.reasons, self.waited = member, list(reasons), waited
+        super().__init__(
+            f"{member} was not taken down: after {waited:.0f}s, {'; '.join(reasons)}. A member goes down only while "
+            "every other member is up and NORMAL in every member's gossip and no member holds hints for any "
+            "member but it, so every partition keeps a complete replica. Start or repair the member named "
+            "(`nodetool status`, `asgard cassandra status`); the agent tries again at its next poll.")
+
+
+class OrderSupersededError(OrderError):
+    """A newer order was submitted before every member had carried this one out: it is closed, and
+    the members go straight to the newer one's configuration."""
+
+    def __init__(self, order: uuid.UUID, newer: uuid.UUID, done: list[str]):
+        self.order, self.newer, self.done_by = order, newer, list(done)
+        super().__init__(f"order {order} was superseded by order {newer} (carried out by {sorted(done)} before "
+                         f"that): wait for {newer} instead")
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    """One order: ``overrides`` is the whole desired ``cassandra.yaml`` change (every knob's key,
+    ``None`` for back to Cassandra's default), so the newest order alone says what every member
+    runs; ``live``: ``{knob: {"command": nodetool args, "setting": system_views.settings name,
+    "value": the setting's text once applied}}``, sent over each member's JMX when ``restart`` is
+    false and read back from the member in either case."""
+
+    id: uuid.UUID
+    overrides: dict
+    restart: bool
+    live: dict
+
+    @property
+    def submitted_at(self) -> float:
+        from cassandra.util import unix_time_from_uuid1
+
+        return unix_time_from_uuid1(self.id)
+
+
 def ensure_control_schema(session, datacenter: str, replication_factor: int) -> None:
     session.execute(f"CREATE KEYSPACE IF NOT EXISTS {CONTROL_KEYSPACE} WITH replication = "
                     f"{{'class': 'NetworkTopologyStrategy', '{datacenter}': {replication_factor}}}", timeout=60)
     for cql in (
-        "CREATE TABLE IF NOT EXISTS {ks}.orders (ring text, id timeuuid, overrides text, restart boolean, "
+        "CREATE TABLE IF NOT EXISTS {ks}.orders (ring text, id timeuuid, overrides text, restart boolean, live text, "
         "PRIMARY KEY (ring, id)) WITH CLUSTERING ORDER BY (id DESC)",
         "CREATE TABLE IF NOT EXISTS {ks}.done (ring text, id timeuuid, member text, record text, "
         "PRIMARY KEY ((ring, id), member))",
@@ -59,6 +115,10 @@ def ensure_control_schema(session, datacenter: str, replication_factor: int) -> 
         "CREATE TABLE IF NOT EXISTS {ks}.lease (ring text PRIMARY KEY, holder text, order_id timeuuid)",
     ):
         session.execute(cql.format(ks=CONTROL_KEYSPACE), timeout=60)
+    # a control keyspace made before orders carried live settings
+    if session.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND "
+                       "table_name = 'orders' AND column_name = 'live'", (CONTROL_KEYSPACE,)).one() is None:
+        session.execute(f"ALTER TABLE {CONTROL_KEYSPACE}.orders ADD live text", timeout=60)
 
 
 def _statement(session, cql: str, serial: bool = False):
@@ -69,8 +129,16 @@ def _statement(session, cql: str, serial: bool = False):
                            serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL if serial else None)
 
 
+def _order(row) -> Order:
+    return Order(row.id, json.loads(row.overrides), bool(row.restart), json.loads(row.live or "{}"))
+
+
 class RingControl:
-    """The coordinator's side: submit an order, wait for every member to carry it out."""
+    """The coordinator's side: submit an order, wait for every member to carry it out.
+
+    Only the newest order is ever open: an older one is superseded by it (its configuration is
+    part of the newer one's), and the newest closes once every member of the ring has a done
+    record for it (:meth:`state`)."""
 
     def __init__(self, session, ring: str = "asgard"):
         self.session, self.ring = session, ring
@@ -89,14 +157,43 @@ class RingControl:
         return {r.member: r.host for r in rows
                 if r.heartbeat is not None and now - r.heartbeat.timestamp() <= max_age}
 
-    def submit(self, overrides: dict[str, Any], restart: bool = True) -> uuid.UUID:
+    def submit(self, overrides: dict[str, Any], restart: bool = True, live: dict[str, dict] | None = None) -> uuid.UUID:
+        """A new order (every older one is superseded by it): ``overrides`` for every member's
+        next start, a restart of each if ``restart``, and the ``live`` settings (:class:`Order`)."""
         from cassandra.util import uuid_from_time
 
         order = uuid_from_time(time.time())
-        self.session.execute(_statement(self.session, "INSERT INTO {ks}.orders (ring, id, overrides, restart) "
-                                                      "VALUES (%s, %s, %s, %s)"),
-                             (self.ring, order, json.dumps(overrides, sort_keys=True), restart))
+        self.session.execute(_statement(self.session, "INSERT INTO {ks}.orders (ring, id, overrides, restart, live) "
+                                                      "VALUES (%s, %s, %s, %s, %s)"),
+                             (self.ring, order, json.dumps(overrides, sort_keys=True), restart,
+                              json.dumps(live or {}, sort_keys=True)))
         return order
+
+    def latest(self) -> Order | None:
+        """The newest order (the ring's desired configuration), or None if none was ever given."""
+        if not self.exists():
+            return None
+        row = self.session.execute(_statement(self.session, "SELECT id, overrides, restart, live FROM {ks}.orders "
+                                                            "WHERE ring = %s LIMIT 1"), (self.ring,)).one()
+        return _order(row) if row is not None else None
+
+    def newer_than(self, order: uuid.UUID) -> uuid.UUID | None:
+        """The newest order submitted after ``order``, if any."""
+        row = self.session.execute(_statement(self.session, "SELECT id FROM {ks}.orders WHERE ring = %s AND id > %s "
+                                                            "LIMIT 1"), (self.ring, order)).one()
+        return row.id if row is not None else None
+
+    def members(self) -> list[str]:
+        """Every member of the ring, as the driver knows them (up or down)."""
+        return sorted(h.address for h in self.session.cluster.metadata.all_hosts())
+
+    def state(self, order: uuid.UUID) -> str:
+        """``"superseded by <id>"``, ``"closed"`` (every member of the ring carried it out) or ``"open"``."""
+        newer = self.newer_than(order)
+        if newer is not None:
+            return f"superseded by {newer}"
+        done = self.done(order)
+        return "closed" if all(m in done for m in self.members()) else "open"
 
     def done(self, order: uuid.UUID) -> dict[str, dict]:
         rows = self.session.execute(_statement(self.session, "SELECT member, record FROM {ks}.done WHERE ring = %s "
@@ -105,30 +202,64 @@ class RingControl:
 
     def wait(self, order: uuid.UUID, members: list[str], timeout: float = 900.0) -> list[dict]:
         """The members' records in the order they finished, once every one of ``members`` has;
-        :class:`OrderError` after ``timeout`` naming those still to do."""
+        :class:`OrderSupersededError` once a newer order is given first; :class:`OrderError` after
+        ``timeout`` naming those still to do."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 done = self.done(order)
+                newer = None if all(m in done for m in members) else self.newer_than(order)
             except Exception:  # a member restarting under the read: asked again
-                done = {}
+                done, newer = {}, None
             if all(m in done for m in members):
                 return sorted((dict(done[m], member=m) for m in members), key=lambda r: r.get("finished_at", 0))
+            if newer is not None:
+                raise OrderSupersededError(order, newer, list(done))
             if time.monotonic() > deadline:
                 raise OrderError(f"order {order}: {sorted(set(members) - set(done))} not done after {timeout:.0f}s "
                                  f"(done: {sorted(done)}); check those hosts' agents (`asgard cassandra agent`)")
             time.sleep(1.0)
 
 
+def desired_overrides(session, ring: str = "asgard") -> dict[str, Any]:
+    """The overrides a member that joins the ring starts with: the newest order's (none if no
+    order was ever given), so it never replays an older order's restart."""
+    latest = RingControl(session, ring).latest()
+    return dict(latest.overrides) if latest is not None else {}
+
+
+def _same_setting(read: Any, wanted: Any) -> bool:
+    """A ``system_views.settings`` text against the wanted one (``64MiB/s`` and ``64 MiB/s`` alike)."""
+    def norm(v: Any) -> str:
+        return str(v).replace(" ", "").lower()
+
+    return read is not None and wanted is not None and norm(read) == norm(wanted)
+
+
+def _seconds(text: str | None, default: float = 10.0) -> float:
+    """A duration setting's text (``1000ms``, ``10s``) in seconds."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m)?\s*", str(text or ""))
+    if not match:
+        return default
+    return int(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[match.group(2) or "ms"]
+
+
 class HostAgent:
-    """One host's runtime for the ring's orders: ``members`` are the :class:`CassandraNode` s it runs."""
+    """One host's runtime for the ring's orders: ``members`` are the :class:`CassandraNode` s it
+    runs (across hosts, or on loopback: it needs only their addresses, JMX and restart).
+
+    ``safety_timeout``: how long a member waits to be safe to take down (:meth:`check_safe_to_drain`)
+    before :class:`UnsafeToDrainError`."""
 
     def __init__(self, host: str, members: list, connect: Callable[[], Any], ring: str = "asgard",
-                 converge_timeout: float = 180.0, hints_timeout: float = 120.0):
+                 converge_timeout: float = 180.0, safety_timeout: float = 120.0):
         self.host, self.members, self.ring = host, list(members), ring
         self._connect, self._session = connect, None
-        self.converge_timeout, self.hints_timeout = converge_timeout, hints_timeout
+        self.converge_timeout, self.safety_timeout = converge_timeout, safety_timeout
         self.records: list[dict] = []
+        self.last_error: Exception | None = None
 
     @property
     def session(self):
@@ -142,32 +273,71 @@ class HostAgent:
                                                           "VALUES (%s, %s, %s, toTimestamp(now()))"),
                                  (self.ring, member.address, self.host))
 
-    def _open_orders(self) -> list[tuple[uuid.UUID, dict, bool]]:
-        rows = self.session.execute(_statement(self.session, "SELECT id, overrides, restart FROM {ks}.orders "
-                                                             "WHERE ring = %s LIMIT 10"), (self.ring,))
-        return [(r.id, json.loads(r.overrides), r.restart) for r in reversed(list(rows))]
+    def start_members(self) -> list:
+        """Start the members that are not running on the ring's desired configuration (the newest
+        order's overrides): a member that joins later replays no older order."""
+        started = []
+        overrides = desired_overrides(self.session, self.ring)
+        for member in self.members:
+            if member.is_running():
+                continue
+            member.set_overrides(overrides)
+            member.start()
+            started.append(member)
+        return started
 
     def poll_once(self) -> list[dict]:
-        """Carry out, for this host's members, every open order they have not carried out yet."""
-        records = []
-        for order, overrides, restart in self._open_orders():
-            done = RingControl(self.session, self.ring).done(order)
-            for member in self.members:
-                if member.address in done:
-                    continue
-                if not self._take_lease(order, member.address):
-                    return records  # another member is at it: the next poll
-                try:
-                    record = self._carry_out(member, overrides, restart)
-                    record["finished_at"] = time.time()
-                    self.session.execute(_statement(self.session, "INSERT INTO {ks}.done (ring, id, member, record) "
-                                                                  "VALUES (%s, %s, %s, %s)"),
-                                         (self.ring, order, member.address, json.dumps(record)))
-                    records.append(record)
-                finally:
-                    self._give_back_lease(member.address)
+        """Carry out, for this host's members, the open order (only the newest ever is) they have
+        not carried out yet. A member that started on its overrides after it was given (one that
+        joined later) records it done without a restart."""
+        records: list[dict] = []
+        control = RingControl(self.session, self.ring)
+        order = control.latest()
+        if order is None:
+            return records
+        done = control.done(order.id)
+        for member in self.members:
+            if member.address in done:
+                continue
+            if self._in_force_since_start(member, order):
+                record = {"host": self.host, "restart": False, "in_force_at_start": True}
+                if order.live:
+                    record["live"] = self._live_settings(member, order.live, send=False)
+                records.append(self._record_done(order, member, record))
+                continue
+            if not self._take_lease(order.id, member.address):
+                break  # another member is at it: the next poll
+            try:
+                records.append(self._record_done(order, member, self._carry_out(member, order)))
+            finally:
+                self._give_back_lease(member.address)
         self.records.extend(records)
         return records
+
+    def _record_done(self, order: Order, member, record: dict) -> dict:
+        record["finished_at"] = time.time()
+        if "live" in record:
+            record["applied"] = all(entry["applied"] for entry in record["live"].values())
+        self.session.execute(_statement(self.session, "INSERT INTO {ks}.done (ring, id, member, record) "
+                                                      "VALUES (%s, %s, %s, %s)"),
+                             (self.ring, order.id, member.address, json.dumps(record)))
+        return record
+
+    def _in_force_since_start(self, member, order: Order) -> bool:
+        """Whether ``member`` runs with ``order``'s overrides since a start after it was given
+        (its gossip generation is its start's epoch second)."""
+        if any(member.overrides().get(k) != v for k, v in order.overrides.items()):
+            return False
+        host = self._host(member.address)
+        if host is None or not host.is_up:
+            return False
+        try:
+            row = next((r for r in self.session.execute("SELECT address, generation FROM system_views.gossip_info",
+                                                        host=host, timeout=10) if str(r.address) == member.address),
+                       None)
+        except Exception:  # not answering: not taken as started on it
+            return False
+        return row is not None and (row.generation or 0) > order.submitted_at
 
     def _take_lease(self, order: uuid.UUID, holder: str) -> bool:
         row = self.session.execute(
@@ -180,26 +350,98 @@ class HostAgent:
         self.session.execute(_statement(self.session, "DELETE FROM {ks}.lease WHERE ring = %s IF holder = %s",
                                         serial=True), (self.ring, holder))
 
+    def _host(self, address: str):
+        return next((h for h in self.session.cluster.metadata.all_hosts() if h.address == address), None)
+
     def _others(self, member) -> list:
         return [h for h in self.session.cluster.metadata.all_hosts() if h.address != member.address]
 
-    def _wait_no_hints_but_to(self, member) -> tuple[float, int]:
-        """Until no other member holds hints for any member but ``member`` (each asked itself)."""
+    # --- before a member goes down ----------------------------------------------------------
+    def ring_problems(self, going_down: str) -> tuple[list[str], float]:
+        """``(what keeps going_down from going down, the latest start among the members)``: every
+        other member must answer and be NORMAL in the gossip of every member that answers (a
+        member stopped by drain or SIGTERM says ``shutdown`` there; one killed stops answering).
+        The latest start is the newest gossip generation seen (epoch seconds)."""
+        problems: list[str] = []
+        latest_start = 0.0
+        hosts = list(self.session.cluster.metadata.all_hosts())
+        known = {h.address for h in hosts}
+        for host in hosts:
+            if not host.is_up:
+                if host.address != going_down:
+                    problems.append(f"{host.address} is down (the driver cannot reach it)")
+                continue
+            try:
+                view = list(self.session.execute("SELECT address, generation, status, status_with_port "
+                                                 "FROM system_views.gossip_info", host=host, timeout=10))
+            except Exception as exc:
+                if host.address != going_down:
+                    problems.append(f"{host.address} does not answer ({type(exc).__name__})")
+                continue
+            for row in view:
+                address = str(row.address)
+                latest_start = max(latest_start, float(row.generation or 0))
+                if address == going_down:
+                    continue
+                # a peer's state is in STATUS_WITH_PORT (STATUS is left empty for peers in 5.0)
+                status = str(row.status_with_port or row.status or "")
+                if not status.startswith("NORMAL"):
+                    problems.append(f"{host.address} sees {address} {status.split(',')[0] or 'with no status'}")
+                if address not in known:
+                    problems.append(f"{host.address} sees {address}, which the driver does not know")
+        return sorted(set(problems)), latest_start
+
+    def pending_hints(self, going_down: str) -> dict[str, list[str]]:
+        """``{holder: [target]}``: the hint files each member lists (``system_views.pending_hints``,
+        asked of each member itself, the one going down included) for a member other than ``going_down``."""
+        pending: dict[str, list[str]] = {}
+        for host in self.session.cluster.metadata.all_hosts():
+            rows = self.session.execute("SELECT address, files FROM system_views.pending_hints", host=host, timeout=10)
+            targets = [str(r.address) for r in rows if str(r.address) != going_down and r.files]
+            if targets:
+                pending[host.address] = targets
+        return pending
+
+    def hints_flush_seconds(self) -> float:
+        """The longest ``hints_flush_period`` among the members (as each runs it)."""
+        longest = 0.0
+        for host in self.session.cluster.metadata.all_hosts():
+            row = self.session.execute("SELECT value FROM system_views.settings WHERE name = 'hints_flush_period'",
+                                       host=host, timeout=10).one()
+            longest = max(longest, _seconds(row.value if row else None))
+        return longest
+
+    def check_safe_to_drain(self, member) -> tuple[float, int]:
+        """Wait until ``member`` may go down: every other member up and NORMAL in every member's
+        gossip (:meth:`ring_problems`), and no member holding hints for any member but it, the
+        hints asked only once the members' answers are complete (:mod:`.hints`). Returns
+        ``(seconds waited, hint files pending when the hints wait began)``;
+        :class:`UnsafeToDrainError` after ``safety_timeout``."""
+        from .hints import HintsPendingError, view_trusted_after, wait_no_pending_hints
+
         t0 = time.monotonic()
-        first = None
+        deadline = t0 + self.safety_timeout
         while True:
-            pending = []
-            for host in self._others(member):
-                rows = self.session.execute("SELECT address, files FROM system_views.pending_hints", host=host)
-                pending += [(host.address, str(r.address), r.files) for r in rows
-                            if str(r.address) != member.address and r.files]
-            first = len(pending) if first is None else first
-            if not pending:
-                return time.monotonic() - t0, first
-            if time.monotonic() - t0 > self.hints_timeout:
-                raise OrderError(f"hints still pending after {self.hints_timeout:.0f}s ({pending}): taking "
-                                 f"{member.address} down now would leave partitions without a complete replica")
-            time.sleep(0.5)
+            problems, latest_start = self.ring_problems(member.address)
+            if not problems:
+                try:
+                    _, files = wait_no_pending_hints(
+                        lambda: self.pending_hints(member.address),
+                        view_trusted_after(latest_start, self.hints_flush_seconds()),
+                        max(0.0, deadline - time.monotonic()), member.address)
+                except HintsPendingError as exc:
+                    raise UnsafeToDrainError(member.address, [str(exc).split(": taking")[0]],
+                                             time.monotonic() - t0) from exc
+                except Exception as exc:  # a member stopped answering during the wait: the ring is asked again
+                    problems = [f"a member stopped answering while its hints were asked ({type(exc).__name__})"]
+                else:
+                    # a member may have gone down during the hints wait
+                    problems, _ = self.ring_problems(member.address)
+                    if not problems:
+                        return time.monotonic() - t0, files
+            if time.monotonic() > deadline:
+                raise UnsafeToDrainError(member.address, problems, time.monotonic() - t0)
+            time.sleep(1.0)
 
     def _seen_back_by_every_member(self, member) -> None:
         """Until every other member's gossip has ``member`` at its new generation, NORMAL, rpc ready."""
@@ -223,16 +465,59 @@ class HostAgent:
 
     _generation_floor = 0
 
-    def _carry_out(self, member, overrides: dict, restart: bool) -> dict:
+    # --- carrying an order out ----------------------------------------------------------------
+    def _live_settings(self, member, live: dict[str, dict], send: bool) -> dict[str, dict]:
+        """Each live setting of an order on ``member``: sent over its JMX (``send``), then read back
+        from the member's ``system_views.settings``; applied only where the read-back matches."""
+        entries: dict[str, dict] = {}
+        for knob, spec in sorted(live.items()):
+            entry = {"setting": spec.get("setting"), "wanted": spec.get("value")}
+            if send and spec.get("command"):
+                entry["command"] = "nodetool " + " ".join(spec["command"])
+                try:
+                    member.nodetool(*spec["command"])
+                except Exception as exc:  # a refused or unreachable JMX: recorded, not applied
+                    entry.update(applied=False, why=f"{entry['command']} failed on {member.address}: {exc}")
+            entries[knob] = entry
+        settings = self._settings_of(member)
+        for knob, entry in entries.items():
+            if "applied" in entry:
+                continue
+            entry["read_back"] = settings.get(entry["setting"])
+            entry["applied"] = _same_setting(entry["read_back"], entry["wanted"])
+            if not entry["applied"]:
+                entry["why"] = (f"{entry['setting']} reads {entry['read_back']!r} on {member.address}, not "
+                                f"{entry['wanted']!r}")
+        return entries
+
+    def _settings_of(self, member, timeout: float = 60.0) -> dict[str, str]:
+        """``system_views.settings`` of ``member`` itself (a member just back is waited for)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            host = self._host(member.address)
+            try:
+                if host is not None and host.is_up:
+                    return {r.name: r.value for r in self.session.execute("SELECT name, value FROM system_views.settings",
+                                                                          host=host, timeout=10)}
+            except Exception:  # marked down between the check and the request: asked again
+                pass
+            if time.monotonic() > deadline:
+                raise OrderError(f"{member.address} did not answer its settings within {timeout:.0f}s: its order's "
+                                 "settings could not be read back; check it (`nodetool status`)")
+            time.sleep(0.5)
+
+    def _carry_out(self, member, order: Order) -> dict:
         from .cluster import _drain
 
-        record: dict[str, Any] = {"host": self.host, "restart": restart}
-        if not restart:
-            member.set_overrides(overrides)
+        record: dict[str, Any] = {"host": self.host, "restart": order.restart}
+        if not order.restart:
+            member.set_overrides(order.overrides)  # kept for its next start
+            if order.live:
+                record["live"] = self._live_settings(member, order.live, send=True)
             return record
-        waited, files = self._wait_no_hints_but_to(member)
-        record.update(hints_wait_seconds=round(waited, 2), hint_files=files)
-        member.set_overrides(overrides)
+        waited, files = self.check_safe_to_drain(member)
+        record.update(safety_wait_seconds=round(waited, 2), hint_files=files)
+        member.set_overrides(order.overrides)
         record["drain_seconds"] = round(_drain(member), 2)
         # gossip generations are the start's epoch seconds: the member's next one is at least now
         self._generation_floor = int(time.time())
@@ -243,6 +528,8 @@ class HostAgent:
             record["converge_seconds"] = round(time.monotonic() - t0, 2)
 
         record["restart_seconds"] = round(member.restart(before_clients=converge), 3)
+        if order.live:
+            record["live"] = self._live_settings(member, order.live, send=False)
         return record
 
     def run(self, stop: threading.Event, interval: float = 1.0) -> None:
