@@ -12,6 +12,7 @@ replication factor 3 answer LOCAL_QUORUM with one member down, as across hosts) 
 """
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 
@@ -109,6 +110,10 @@ def test_a_member_is_not_drained_while_another_is_down_nor_while_hints_for_it_ar
         assert control.done(order) == {}
         assert agent._take_lease(order, "someone-else")
         agent._give_back_lease("someone-else")
+        # a lease whose holder's agent is gone but whose member is still down does not lapse
+        assert agent._take_lease(order, second.address)  # its agent never heartbeat on this log
+        assert not agent._take_lease(order, first.address) and agent.leases_taken_over == []
+        agent._give_back_lease(second.address)
         # writes while the second is down: the first keeps hints for it
         from cassandra import ConsistencyLevel
         from cassandra.query import SimpleStatement
@@ -168,6 +173,25 @@ def test_a_member_that_joins_later_starts_on_the_newest_orders_overrides_and_rep
     assert control.done(older) == {} and list(control.done(newest)) == [second.address]
     assert _setting(session, second, "memtable_flush_writers") == "4"
     assert late.poll_once() == []
+
+
+def test_a_lease_lapses_only_once_its_holders_heartbeat_has_stopped_and_its_member_is_up(ring, session):
+    first, second, _ = ring.nodes
+    name = f"rule4-{uuid.uuid4().hex[:8]}"
+    order = RingControl(session, name).submit({}, restart=False)
+    holder, other, _ = _agents(ring, session, name)
+    holder.heartbeat()
+    assert holder._take_lease(order, first.address)
+    # its agent heartbeats: the lease is held however long the order takes
+    assert not other._take_lease(order, second.address)
+    # its agent stopped (its last heartbeat a minute old) and its member is up: the lease has lapsed
+    session.execute("INSERT INTO asgard_control.agents (ring, member, host, heartbeat) VALUES (%s, %s, %s, %s)",
+                    (name, first.address, holder.host, datetime.datetime.now(datetime.timezone.utc)
+                     - datetime.timedelta(seconds=60)))
+    assert other._take_lease(order, second.address) and other.leases_taken_over == [first.address]
+    other.heartbeat()  # the new holder's agent runs: the old one cannot take it back
+    assert not holder._take_lease(order, first.address)
+    other._give_back_lease(second.address)
 
 
 def test_a_live_only_order_is_applied_live_and_recorded_applied_only_on_a_matching_read_back(ring, session):

@@ -27,7 +27,8 @@ host failing at replication factor 3. A cass-operator user gets the same decisio
   :class:`UnsafeToDrainError`, the member untouched. Then it drains and restarts its member with
   the overrides and its CQL port closed until every other member's gossip sees the new generation
   ready (``system_views.gossip_info``), records it done, and gives the lease back. A host that
-  dies holding the lease loses it to the TTL.
+  dies holding the lease loses it once its
+  heartbeat has stopped and its member is back up (a member still down keeps it).
 
 Example::
 
@@ -47,11 +48,11 @@ from typing import Any, Callable
 from ..process import ServerError
 
 CONTROL_KEYSPACE = "asgard_control"
-#: a lease not given back (its holder's host died) lapses after this many seconds; longer than a
-#: member's drain + restart + convergence under load here (the slowest seen: 62 s)
-LEASE_TTL_SECONDS = 600
-#: an agent whose heartbeat is older than this is taken as not running
+#: an agent whose heartbeat is older than this is taken as not running (it heartbeats every few
+#: seconds, during an order too)
 AGENT_STALE_SECONDS = 30.0
+#: how often an agent carrying out an order heartbeats meanwhile
+HEARTBEAT_SECONDS = 5.0
 
 
 class OrderError(ServerError):
@@ -260,6 +261,8 @@ class HostAgent:
         self.converge_timeout, self.safety_timeout = converge_timeout, safety_timeout
         self.records: list[dict] = []
         self.last_error: Exception | None = None
+        #: holders whose lapsed lease this agent took over
+        self.leases_taken_over: list[str] = []
 
     @property
     def session(self):
@@ -272,6 +275,13 @@ class HostAgent:
             self.session.execute(_statement(self.session, "INSERT INTO {ks}.agents (ring, member, host, heartbeat) "
                                                           "VALUES (%s, %s, %s, toTimestamp(now()))"),
                                  (self.ring, member.address, self.host))
+
+    def _heartbeat_until(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self.heartbeat()
+            except Exception:  # a member restarting under the write: the next beat
+                pass
 
     def start_members(self) -> list:
         """Start the members that are not running on the ring's desired configuration (the newest
@@ -307,9 +317,15 @@ class HostAgent:
                 continue
             if not self._take_lease(order.id, member.address):
                 break  # another member is at it: the next poll
+            beating = threading.Event()
+            # the heartbeat goes on while the order is carried out: a lease lapses only once it stops
+            beat = threading.Thread(target=self._heartbeat_until, args=(beating,), daemon=True)
+            beat.start()
             try:
                 records.append(self._record_done(order, member, self._carry_out(member, order)))
             finally:
+                beating.set()
+                beat.join()
                 self._give_back_lease(member.address)
         self.records.extend(records)
         return records
@@ -340,11 +356,39 @@ class HostAgent:
         return row is not None and (row.generation or 0) > order.submitted_at
 
     def _take_lease(self, order: uuid.UUID, holder: str) -> bool:
+        """The ring's lease for ``holder`` (a member's address). A lease not given back lapses only
+        once its holder's agent has stopped heartbeating and its member is back up: a member still
+        down keeps it, so no second member goes down meanwhile."""
         row = self.session.execute(
             _statement(self.session, "INSERT INTO {ks}.lease (ring, holder, order_id) VALUES (%s, %s, %s) "
-                                     f"IF NOT EXISTS USING TTL {LEASE_TTL_SECONDS}", serial=True),
+                                     "IF NOT EXISTS", serial=True),
             (self.ring, holder, order)).one()
-        return bool(row[0]) or getattr(row, "holder", None) == holder
+        if bool(row[0]) or getattr(row, "holder", None) == holder:
+            return True
+        if not self._lease_lapsed(row.holder):
+            return False
+        taken = self.session.execute(
+            _statement(self.session, "UPDATE {ks}.lease SET holder = %s, order_id = %s WHERE ring = %s "
+                                     "IF holder = %s", serial=True), (holder, order, self.ring, row.holder)).one()
+        if taken[0]:
+            self.leases_taken_over.append(row.holder)
+        return bool(taken[0])
+
+    def _lease_lapsed(self, holder: str) -> bool:
+        """Whether the lease ``holder`` did not give back has lapsed: its agent's heartbeat has
+        stopped and its member is back up (or has left the ring)."""
+        row = self.session.execute(_statement(self.session, "SELECT heartbeat FROM {ks}.agents WHERE ring = %s AND "
+                                                            "member = %s"), (self.ring, holder)).one()
+        beating = (row is not None and row.heartbeat is not None
+                   and time.time() - row.heartbeat.timestamp() <= AGENT_STALE_SECONDS)
+        if beating:
+            return False
+        if self._host(holder) is None:
+            return True  # no longer a member of the ring
+        views, unreachable = self._gossip_views()
+        return holder not in unreachable and all(
+            str(r.status_with_port or r.status or "").startswith("NORMAL")
+            for view in views.values() for r in view if str(r.address) == holder)
 
     def _give_back_lease(self, holder: str) -> None:
         self.session.execute(_statement(self.session, "DELETE FROM {ks}.lease WHERE ring = %s IF holder = %s",
@@ -357,27 +401,32 @@ class HostAgent:
         return [h for h in self.session.cluster.metadata.all_hosts() if h.address != member.address]
 
     # --- before a member goes down ----------------------------------------------------------
+    def _gossip_views(self) -> tuple[dict[str, list], dict[str, str]]:
+        """``({member: its system_views.gossip_info rows}, {member: why it gave none})`` of every
+        member the driver knows."""
+        views: dict[str, list] = {}
+        unreachable: dict[str, str] = {}
+        for host in self.session.cluster.metadata.all_hosts():
+            if not host.is_up:
+                unreachable[host.address] = "is down (the driver cannot reach it)"
+                continue
+            try:
+                views[host.address] = list(self.session.execute(
+                    "SELECT address, generation, status, status_with_port FROM system_views.gossip_info",
+                    host=host, timeout=10))
+            except Exception as exc:
+                unreachable[host.address] = f"does not answer ({type(exc).__name__})"
+        return views, unreachable
+
     def ring_problems(self, going_down: str) -> tuple[list[str], float]:
         """``(what keeps going_down from going down, the latest start among the members)``: every
         other member must answer and be NORMAL in the gossip of every member that answers (a
         member stopped by drain or SIGTERM says ``shutdown`` there; one killed stops answering).
         The latest start is the newest gossip generation seen (epoch seconds)."""
-        problems: list[str] = []
+        views, unreachable = self._gossip_views()
+        problems = [f"{address} {why}" for address, why in unreachable.items() if address != going_down]
         latest_start = 0.0
-        hosts = list(self.session.cluster.metadata.all_hosts())
-        known = {h.address for h in hosts}
-        for host in hosts:
-            if not host.is_up:
-                if host.address != going_down:
-                    problems.append(f"{host.address} is down (the driver cannot reach it)")
-                continue
-            try:
-                view = list(self.session.execute("SELECT address, generation, status, status_with_port "
-                                                 "FROM system_views.gossip_info", host=host, timeout=10))
-            except Exception as exc:
-                if host.address != going_down:
-                    problems.append(f"{host.address} does not answer ({type(exc).__name__})")
-                continue
+        for viewer, view in views.items():
             for row in view:
                 address = str(row.address)
                 latest_start = max(latest_start, float(row.generation or 0))
@@ -386,9 +435,9 @@ class HostAgent:
                 # a peer's state is in STATUS_WITH_PORT (STATUS is left empty for peers in 5.0)
                 status = str(row.status_with_port or row.status or "")
                 if not status.startswith("NORMAL"):
-                    problems.append(f"{host.address} sees {address} {status.split(',')[0] or 'with no status'}")
-                if address not in known:
-                    problems.append(f"{host.address} sees {address}, which the driver does not know")
+                    problems.append(f"{viewer} sees {address} {status.split(',')[0] or 'with no status'}")
+                if address not in views and address not in unreachable:
+                    problems.append(f"{viewer} sees {address}, which the driver does not know")
         return sorted(set(problems)), latest_start
 
     def pending_hints(self, going_down: str) -> dict[str, list[str]]:
