@@ -84,6 +84,12 @@ def test_an_empty_hints_answer_is_trusted_only_from_the_settle_time():
     assert waited >= 1.4 and time.monotonic() - t0 >= 1.4 and files == 0
     with pytest.raises(HintsPendingError, match=r"hints for \['127.0.0.8'\] still pending.*taking 127.0.0.9 down"):
         wait_no_pending_hints(lambda: {"127.0.0.7": ["127.0.0.8"]}, 0.0, timeout=0.3, going_down="127.0.0.9")
+    # a file listed for a moment inside the quiet period (closed by the dispatch trigger) starts it again
+    answers = iter([{}, {}, {"127.0.0.7": ["127.0.0.8"]}])
+    t0 = time.monotonic()
+    waited, _ = wait_no_pending_hints(lambda: next(answers, {}), 0.0, timeout=10, going_down="127.0.0.9",
+                                      quiet_seconds=1.0, sleep=0.2)
+    assert waited >= 0.4 + 1.0 and time.monotonic() - t0 >= 1.4
 
 
 def test_a_member_is_not_drained_while_another_is_down_nor_while_hints_for_it_are_pending(ring, session):

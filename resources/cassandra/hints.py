@@ -14,7 +14,10 @@ is to be trusted right after a member came back up:
   target is seen alive.
 
 So each path gives its source and the time from which that source is complete, and
-:func:`wait_no_pending_hints` trusts an empty answer only from that time on.
+:func:`wait_no_pending_hints` trusts an empty answer only from that time on; the agents' source
+also only once it has read empty for a whole flush period and dispatch-trigger period in a row
+(a member marked down and up again without a restart leaves no newer gossip generation, but its
+file is closed, and so listed, within that time).
 """
 from __future__ import annotations
 
@@ -46,18 +49,21 @@ def view_trusted_after(last_start: float, flush_seconds: float) -> float:
 
 def wait_no_pending_hints(read_pending: Callable[[], dict[str, list[str]]], trusted_from: float,
                           timeout: float, going_down: str, target_of: Callable[[str], str] = str,
-                          sleep: float = 0.5) -> tuple[float, int]:
+                          quiet_seconds: float = 0.0, sleep: float = 0.5) -> tuple[float, int]:
     """Block until ``read_pending()`` (``{holder: [target of each pending hint file]}``, the
     member going down left out of the targets) is empty at a wall-clock time at or after
-    ``trusted_from``. Returns ``(seconds waited, hint files pending when it began)``;
+    ``trusted_from``, and has read empty for ``quiet_seconds`` in a row. Returns ``(seconds waited, hint files pending when it began)``;
     :class:`HintsPendingError` after ``timeout``. ``target_of``: the member a listed entry is
     for (an address), for the message."""
     t0 = time.monotonic()
     first = None
+    empty_since = None
     while True:
         pending = read_pending()
         first = sum(map(len, pending.values())) if first is None else first
-        if not pending and time.time() >= trusted_from:
+        empty_since = None if pending else (time.monotonic() if empty_since is None else empty_since)
+        if (empty_since is not None and time.time() >= trusted_from
+                and time.monotonic() - empty_since >= quiet_seconds):
             return time.monotonic() - t0, first
         if time.monotonic() - t0 > timeout:
             targets = sorted({target_of(t) for ts in pending.values() for t in ts})
@@ -65,7 +71,8 @@ def wait_no_pending_hints(read_pending: Callable[[], dict[str, list[str]]], trus
                 f"hints for {targets} still pending after {timeout:.0f}s ({pending}): taking {going_down} down "
                 "now would leave partitions without a complete replica. Check the receiving members' logs "
                 "(HintsDispatcher), or run `nodetool repair`, then retry." if pending else
-                f"the hints source is not complete yet after {timeout:.0f}s (a member came back up moments ago; "
+                f"the hints source is not complete yet after {timeout:.0f}s (a member came back up moments ago, or "
+                f"it has not read empty for {quiet_seconds:.0f}s in a row; "
                 f"trusted from {time.strftime('%H:%M:%S', time.localtime(trusted_from))}): {going_down} stays "
                 "up. Retry once the ring has settled.")
         time.sleep(sleep)

@@ -463,21 +463,25 @@ class HostAgent:
     def check_safe_to_drain(self, member) -> tuple[float, int]:
         """Wait until ``member`` may go down: every other member up and NORMAL in every member's
         gossip (:meth:`ring_problems`), and no member holding hints for any member but it, the
-        hints asked only once the members' answers are complete (:mod:`.hints`). Returns
+        hints asked only once the members' answers are complete and then read empty for a flush
+        and dispatch-trigger period in a row (:mod:`.hints`). Returns
         ``(seconds waited, hint files pending when the hints wait began)``;
         :class:`UnsafeToDrainError` after ``safety_timeout``."""
-        from .hints import HintsPendingError, view_trusted_after, wait_no_pending_hints
+        from .hints import (
+            HINTS_DISPATCH_TRIGGER_SECONDS, HintsPendingError, view_trusted_after, wait_no_pending_hints,
+        )
 
         t0 = time.monotonic()
         deadline = t0 + self.safety_timeout
         while True:
             problems, latest_start = self.ring_problems(member.address)
             if not problems:
+                flush = self.hints_flush_seconds()
                 try:
                     _, files = wait_no_pending_hints(
-                        lambda: self.pending_hints(member.address),
-                        view_trusted_after(latest_start, self.hints_flush_seconds()),
-                        max(0.0, deadline - time.monotonic()), member.address)
+                        lambda: self.pending_hints(member.address), view_trusted_after(latest_start, flush),
+                        max(0.0, deadline - time.monotonic()), member.address,
+                        quiet_seconds=flush + HINTS_DISPATCH_TRIGGER_SECONDS)
                 except HintsPendingError as exc:
                     raise UnsafeToDrainError(member.address, [str(exc).split(": taking")[0]],
                                              time.monotonic() - t0) from exc
