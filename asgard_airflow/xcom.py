@@ -289,7 +289,9 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     created = manifests[0].created_at if manifests else time.time()
     ref = {REFERENCE_MARKER: REFERENCE_VERSION, "uri": store.uri(base), "backend": store.backend, "scope": base.scope,
            "path": base.path, "bytes": sum(m.size for m in manifests),
-           "stored_bytes": sum(m.stored_bytes for m in manifests), "codec": store.codec.name,
+           "stored_bytes": sum(m.stored_bytes for m in manifests),
+           # what the objects were stored with (codec "auto" chooses per object)
+           "codec": ",".join(sorted({m.codec for m in manifests})) or store.codec.name,
            "format": formats[0] if len(set(formats)) == 1 else "mixed", "signed": store.signer is not None,
            "python_type": f"{type(value).__module__}.{type(value).__qualname__}", "created_at": _iso(created),
            "expires_at": _iso(created + store.ttl_seconds), **where}

@@ -140,6 +140,20 @@ def test_large_value_goes_to_cassandra_small_stays_inline(airflow_home, store):
     assert ref["uri"] in shown.stdout and len(shown.stdout) < 2000
 
 
+def test_codec_auto_chooses_per_value_and_the_reference_says_which(airflow_home, store):
+    """``[asgard] codec = auto``: the 8 MiB array is stored with the codec chosen for it, its
+    reference names that codec, and the downstream task reads it back intact."""
+    from asgard.resources.stores import ObjectKey
+
+    rc, out, run_id = dags_test(airflow_home, "asgard_big_small", extra_env={"AIRFLOW__ASGARD__CODEC": "auto"})
+    assert rc == 0, out[-5000:]
+    assert "ASGARD-CHECK big ok" in out
+    ref = _reference(xcom_rows(airflow_home, "asgard_big_small", run_id)[("produce_big", -1, "return_value")])
+    assert ref["codec"] in ("none", "lz4", "zstd"), ref
+    assert store.read_manifest(ObjectKey(ref["scope"], ref["path"])).codec == ref["codec"]
+    assert (ref["stored_bytes"] < ref["bytes"]) == (ref["codec"] != "none"), ref
+
+
 def test_mapped_outputs_and_fan_in(airflow_home, store):
     rc, out, run_id = dags_test(airflow_home, "asgard_mapped")
     assert rc == 0, out[-5000:]
