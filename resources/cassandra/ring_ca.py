@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import write_private
-from .tls import (RENEW_BEFORE, CAFileMissing, CertificateError, NodeTLS, ensure_ca, issue_node_certificate,
+from .tls import (RENEW_BEFORE, CAFileMissing, CAFiles, CertificateError, NodeTLS, ensure_ca, issue_node_certificate,
                   load_ca_certificate, new_private_key, node_certificate_current, pem_certificate, pem_private_key,
                   sign_node_certificate, subject_alt_name, verify_node_certificate, write_node_files)
 
@@ -43,18 +43,8 @@ MIN_RSA_BITS = 2048  # what tls.py's own keys have
 
 
 @dataclass(frozen=True)
-class RingCADirectory:
+class RingCADirectory(CAFiles):
     """Paths of a ``--ring-ca`` directory (module docstring)."""
-
-    directory: Path
-
-    @property
-    def ca_cert(self) -> Path:
-        return self.directory / "ca.pem"
-
-    @property
-    def ca_key(self) -> Path:
-        return self.directory / "ca.key"
 
     @property
     def superuser_password(self) -> Path:

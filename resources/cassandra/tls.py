@@ -55,8 +55,8 @@ class CAFileMissing(CertificateError):
 
 
 @dataclass(frozen=True)
-class NodeTLS:
-    """Paths of one node's TLS material."""
+class CAFiles:
+    """A directory holding a CA's certificate and (where this host issues) its key."""
 
     directory: Path
 
@@ -67,6 +67,11 @@ class NodeTLS:
     @property
     def ca_key(self) -> Path:
         return self.directory / "ca.key"
+
+
+@dataclass(frozen=True)
+class NodeTLS(CAFiles):
+    """Paths of one node's TLS material."""
 
     @property
     def node_cert(self) -> Path:
