@@ -45,6 +45,9 @@ say "scylla-driver beside cassandra-driver (asgard bench drivers measures the st
 
 say "Cassandra jars (mvn, once)"
 .venv/bin/python -c "from asgard.resources.cassandra import install; print(install())"
+# the releases a user's own node is tested on, started by hand (tests/test_hand_started_cassandra.py)
+.venv/bin/python -c "from asgard.resources.cassandra.install import TESTED_RELEASES, install
+for version in TESTED_RELEASES: print(install(version, tools=False))"
 # the AppCDS archive of a Cassandra start: built from the class list the first start on this
 # machine records (none yet on a fresh machine: that start then builds it in the background)
 .venv/bin/python -c "from asgard.resources.cassandra.install import build_cds_archive; print(build_cds_archive() or 'CDS archive: after the first start')"

@@ -21,7 +21,7 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
     from asgard.tuner.costbenefit import ASSUMED_LIVE_SLOWDOWN, decide, needs_restart
     from asgard.tuner.knobs import KEYSPACE, KNOBS, LIVE, RESTART, TABLE
     from asgard.tuner.readback import read_member_configurations
-    from asgard.tuner.unmanaged import apply_unmanaged, knob_report
+    from asgard.tuner.unmanaged import apply_unmanaged, knob_report, lacking
     from asgard.tuner.workload import Workload
 
     from asgard.tuner.retune import ASSUMED_LOOKAHEAD_SECONDS, ASSUMED_RESTART_SECONDS
@@ -30,6 +30,8 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
 
     session = store.session
     up = {h.address for h in session.cluster.metadata.all_hosts() if h.is_up}
+    # each member's release: a value its release lacks (UCS, the trie memtable on 4.1) is said, not sent
+    releases = {h.address: h.release_version for h in session.cluster.metadata.all_hosts() if h.address in members}
     readable = [m for m in members if m in up]
     by_member = read_member_configurations(session, keyspace, readable, table=store.table)
     current, unreadable = by_member[readable[0]]
@@ -43,7 +45,10 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
     by_agents = bool(members) and all(m in agents for m in members)
     kinds = {TABLE, KEYSPACE} | ({LIVE, RESTART} if by_agents else ({LIVE} if with_jmx else set()))
     # the decision weighs what can be applied from here: nothing restarts on a cluster we do not run
-    reachable = current.replace(**{k: new[k] for k in current.diff(new) if KNOBS[k].apply in kinds})
+    lacks = {k: why for k in current.diff(new) if (why := lacking(k, new[k], releases, new))}
+    for why in sorted(set(lacks.values())):
+        warn(why)
+    reachable = current.replace(**{k: new[k] for k in current.diff(new) if KNOBS[k].apply in kinds and k not in lacks})
     lookahead = float(options.lookahead_seconds or recommendation.get("lookahead_seconds")
                       or ASSUMED_LOOKAHEAD_SECONDS)
     restart = needs_restart(current, reachable)
@@ -52,7 +57,7 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
                       live_slowdown=ASSUMED_LIVE_SLOWDOWN)
     act = options.apply and (decision.reconfigure or options.force)
     outcomes = apply_unmanaged(session, keyspace, store.table, current, new, members,
-                               {} if by_agents else jmx, apply=act)
+                               {} if by_agents else jmx, apply=act, releases=releases)
     restarts = None
     if by_agents:
         orderly = [o for o in outcomes if o.kind in (LIVE, RESTART)]
@@ -66,6 +71,9 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
             for o in orderly:
                 o.why = f"not applied: a dry run (apply: false); the hosts' agents of {sorted(set(agents.values()))} would"
     report = knob_report(outcomes)
+    refused = {o.name: o.why for o in outcomes if o.why.startswith("the cluster refused")}
+    for why in sorted(set(refused.values())):
+        warn(why)
     reason = decision.reason
     if options.force and not decision.reconfigure and act:
         reason = f"applied as forced (force=True), though {decision.reason}"
@@ -79,12 +87,15 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
         reason = (f"{reason}. The project does not run {foreign} (a cluster it did not start): it applies keyspace "
                   f"and table options by CQL{' and live settings over JMX' if with_jmx else ''}, and restarts "
                   f"nothing; {report['summary']}")
+    if lacks or refused:
+        reason += "; " + "; ".join(f"{k}: {why}" for k, why in sorted({**lacks, **refused}.items()))
     outcome = {"decision": {**decision.as_dict(), "reconfigure": bool(act and report["applied_knobs"]),
                             "reason": reason, "managed": False},
                "applied": {"knobs": report["applied_knobs"]} if act else None,
                "in_force": current.non_default(), "unreadable": unreadable, "ring": members,
                "not_run_by_this_project": [] if by_agents else foreign, "knobs": report["knobs"],
-               "agents": agents, "restarts": restarts}
+               "agents": agents, "restarts": restarts, "releases": releases,
+               "not_in_release": lacks, "refused_by_cluster": refused}
     if act:
         outcome["in_force_by_member"] = {a: c.non_default() for a, (c, _) in read_member_configurations(
             session, keyspace, readable, table=store.table).items()}
@@ -94,7 +105,12 @@ def reconfigure_unmanaged(store, recommendation: dict, model, options, members: 
         "knobs": report["knobs"], "applied_knobs": report["applied_knobs"],
         "not_applied_knobs": report["not_applied_knobs"],
         "predicted_gain_pct": round(float(decision.predicted_gain_pct), 2),
+        "releases": releases,
     }
+    if lacks:
+        metadata["not_in_release"] = lacks  # knob -> what the members' release lacks
+    if refused:
+        metadata["refused_by_cluster"] = refused
     if restarts:
         metadata["restart_order"] = [r["member"] for r in restarts]
         metadata["member_restart_seconds"] = {r["member"]: r.get("restart_seconds") for r in restarts}

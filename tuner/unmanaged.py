@@ -33,12 +33,44 @@ from typing import Any, Mapping
 
 from .knobs import CLIENT, KEYSPACE, KNOBS, LIVE, RESTART, TABLE, Configuration
 from .schema_alter import (
-    KEYSPACE_OPTION_KNOBS, TABLE_OPTION_KNOBS, alter_keyspace_statement, alter_table_statement, keyspace_changes,
-    read_keyspace_options, read_table_options, table_changes,
+    KEYSPACE_OPTION_KNOBS, TABLE_OPTION_KNOBS, _statement, alter_keyspace_statement, alter_table_statement,
+    keyspace_changes, read_keyspace_options, read_table_options, table_changes,
 )
 
 #: the keyspace or table option each knob writes
 OPTION_OF_KNOB = {k: option for option, knobs in {**TABLE_OPTION_KNOBS, **KEYSPACE_OPTION_KNOBS}.items() for k in knobs}
+
+#: knob values that a Cassandra release before the one named does not have (4.1 refuses the ALTER
+#: that names them: "Unable to find compaction strategy class", "Memtable configuration not found")
+SINCE_RELEASE = {
+    ("compaction", "UCS"): ("5.0", "UnifiedCompactionStrategy (compaction UCS)"),
+    ("memtable", "trie"): ("5.0", "trie memtable (TrieMemtable)"),
+}
+
+
+def _release(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in str(text).split("-")[0].split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def lacking(name: str, value: Any, releases: Mapping[str, str | None], new: Configuration | None = None) -> str | None:
+    """Why the members at ``releases`` (``{address: release_version}``) cannot take ``name = value``
+    (a compaction strategy or memtable their release does not have), or None. ``new``: the whole
+    configuration (UCS's scaling parameters go with UCS)."""
+    if name == "ucs_scaling_parameters" and new is not None and new["compaction"] == "UCS":
+        return lacking("compaction", "UCS", releases)
+    since = SINCE_RELEASE.get((name, value))
+    if since is None:
+        return None
+    older = {m: r for m, r in releases.items() if r and _release(r) < _release(since[0])}
+    if not older:
+        return None
+    return (f"Cassandra {', '.join(sorted(set(older.values())))} (on {sorted(older)}) has no {since[1]}: it came with "
+            f"Cassandra {since[0]}. {name} stays as it is in force there; nothing was sent for it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,12 +159,16 @@ def remote_nodetool(endpoint: JmxEndpoint, *args: str, timeout: float = 120) -> 
 
 def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configuration, new: Configuration,
                     members: list[str], jmx: Mapping[str, JmxEndpoint] | None = None,
-                    apply: bool = True) -> list[KnobOutcome]:
+                    apply: bool = True, releases: Mapping[str, str | None] | None = None) -> list[KnobOutcome]:
     """Bring what can be changed from outside to ``new``; one :class:`KnobOutcome` per knob that
     differs. ``members``: the ring's member addresses; ``jmx``: each member's endpoint (a live
     setting is applied only if every member has one). ``apply=False``: the same record, nothing
-    changed (a dry run)."""
+    changed (a dry run). ``releases``: each member's Cassandra release (``release_version``): a
+    value a member's release lacks (:func:`lacking`) is recorded as not applied, and not sent; an
+    ``ALTER`` the cluster refuses all the same is recorded with the server's message, and the rest
+    goes on."""
     changed = new.diff(current)  # {knob: (current's, new's)}
+    lacks = {k: why for k, (_, wanted) in changed.items() if (why := lacking(k, wanted, releases or {}, new))}
     outcomes: list[KnobOutcome] = []
     jmx = dict(jmx or {})
     without_jmx = [m for m in members if m not in jmx]
@@ -143,7 +179,7 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
         return session.execute(cql, params, timeout=60)
 
     # only the options a changed knob writes and the schema in force lacks, maps merged onto it
-    schema_knobs = {k for k in changed if KNOBS[k].apply in (KEYSPACE, TABLE)}
+    schema_knobs = {k for k in changed if KNOBS[k].apply in (KEYSPACE, TABLE) and k not in lacks}
     keyspace_cql = table_cql = None
     keyspace_options: dict[str, Any] = {}
     table_options: dict[str, Any] = {}
@@ -160,7 +196,9 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
         was, wanted = changed[name]
         kind = KNOBS[name].apply
         outcome = KnobOutcome(name, kind, was, wanted, applied=False)
-        if kind == KEYSPACE:
+        if name in lacks:
+            outcome.why = lacks[name]
+        elif kind == KEYSPACE:
             if not keyspace_exists:
                 outcome.why = (f"keyspace {keyspace} does not exist yet (nothing is created on a cluster the "
                                "project does not run): the store creates it with its first output")
@@ -203,13 +241,38 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
             if o.how and o.name not in in_force_already:
                 o.why, o.how = "not applied: a dry run (apply: false)", f"would run: {o.how}"
         return outcomes
-    if keyspace_cql:
-        session.execute(keyspace_cql, timeout=60)
-    if table_cql:
-        session.execute(table_cql, timeout=60)
+    from cassandra import InvalidRequest, Unauthorized
+    from cassandra.protocol import RequestValidationException
+
+    refusal = (RequestValidationException, InvalidRequest, Unauthorized)  # the server said no; the run goes on
+    refused: dict[str, str] = {}  # option -> why, with the server's message
+    alone_how: dict[str, str] = {}  # option -> the ALTER that set it on its own (after a refused one of several)
+    for cql, head, options in ((keyspace_cql, f"ALTER KEYSPACE {keyspace}", keyspace_options),
+                               (table_cql, f"ALTER TABLE {keyspace}.{table}", table_options)):
+        if not cql:
+            continue
+        try:
+            session.execute(cql, timeout=60)
+        except refusal as exc:
+            if len(options) == 1:
+                refused[next(iter(options))] = f"the cluster refused `{cql}`: {_server_message(exc)}"
+                continue
+            # one option the release (or its cassandra.yaml) lacks: the others go on their own
+            for option, value in options.items():
+                alone = _statement(head, {option: value})
+                try:
+                    session.execute(alone, timeout=60)
+                    alone_how[option] = alone
+                except refusal as one:
+                    refused[option] = f"the cluster refused `{alone}`: {_server_message(one)}"
     for o in outcomes:
         if o.kind in (KEYSPACE, TABLE) and o.how:
-            o.applied = True  # the ALTER that carries its option was sent (or none was needed)
+            option = OPTION_OF_KNOB[o.name]
+            if o.name not in in_force_already and option in refused:
+                o.why = refused[option]
+            else:
+                o.applied = True  # the ALTER that carries its option was sent (or none was needed)
+                o.how = alone_how.get(option, o.how) if o.name not in in_force_already else o.how
     live = [o for o in outcomes if o.kind == LIVE and o.how]
     for o in live:
         args = new.live_commands()[o.name]
@@ -223,6 +286,10 @@ def apply_unmanaged(session: Any, keyspace: str, table: str, current: Configurat
         if failed:
             o.why = "JMX refused or unreachable on " + "; ".join(failed)
     return outcomes
+
+
+def _server_message(exc: Exception) -> str:
+    return getattr(exc, "message", None) or str(exc)
 
 
 def knob_report(outcomes: list[KnobOutcome]) -> dict[str, Any]:

@@ -9,6 +9,10 @@ from pathlib import Path
 from ..paths import cache_dir
 
 CASSANDRA_VERSION = "5.0.9"
+#: the releases a user's own Cassandra is tested on (tests/test_hand_started_cassandra.py: a node of
+#: each started by hand from these jars): the latest 4.1 and the pinned 5.0. The install step fetches
+#: each (``install(version, tools=False)``: the jars alone).
+TESTED_RELEASES = ("4.1.10", CASSANDRA_VERSION)
 
 
 def cassandra_version() -> str:
@@ -34,15 +38,18 @@ def lib_dir(version: str | None = None) -> Path:
     return cache_dir("cassandra", version) / "lib"
 
 
-def install(version: str | None = None, quiet: bool = True) -> Path:
+def install(version: str | None = None, quiet: bool = True, tools: bool = True) -> Path:
     """Return the directory holding ``cassandra-all-<version>.jar`` and its dependencies,
-    downloading them with ``mvn dependency:copy-dependencies`` on first use."""
+    downloading them with ``mvn dependency:copy-dependencies`` on first use. ``tools=False``: the
+    release's jars alone, without the project's JMX tools and patches built for it (a release the
+    project only tests as a user runs it)."""
     version = version or cassandra_version()
     lib = lib_dir(version)
     marker = lib / ".complete"
     if marker.exists():
-        build_tools(version)
-        build_patches(version)
+        if tools:
+            build_tools(version)
+            build_patches(version)
         return lib
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -65,8 +72,9 @@ def install(version: str | None = None, quiet: bool = True) -> Path:
     shutil.rmtree(lib, ignore_errors=True)
     staging.rename(lib)
     marker.write_text(version)
-    build_tools(version)
-    build_patches(version)
+    if tools:
+        build_tools(version)
+        build_patches(version)
     return lib
 
 

@@ -44,8 +44,10 @@ def nodetool(jmx_port: int, *args: str, version: str | None = None, timeout: flo
         f"-Dlogback.configurationFile=file://{logback}",
         *([f"-Djavax.net.ssl.trustStore={truststore}"] if truststore else []),
         *([f"-Djavax.net.ssl.trustStorePassword={truststore_password}"] if truststore_password else []),
+        # JMX over TLS: NodeProbe reads this property (``--ssl`` is bin/nodetool's, which sets it)
+        *(["-Dssl.enable=true"] if ssl else []),
         "-cp", f"{lib}/*", "org.apache.cassandra.tools.NodeTool",
-        "-h", host, "-p", str(jmx_port), *(["--ssl"] if ssl else []),
+        "-h", host, "-p", str(jmx_port),
         *(["-u", credentials[0], "-pwf", str(credentials[1])] if credentials else []), *args,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
