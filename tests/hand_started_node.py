@@ -235,6 +235,7 @@ class HandStartedNode:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "logs").mkdir(exist_ok=True)
         self.write_conf()
+        self.kill_leftovers()
         self.namespace.create()
         log = open(self.root / "logs" / "stdout.log", "wb")
         self.proc = subprocess.Popen([*self.namespace_prefix(), *self.command()], stdout=log,
@@ -249,6 +250,20 @@ class HandStartedNode:
             time.sleep(0.5)
         self.stop()
         raise TimeoutError(f"Cassandra {self.version} did not take a CQL login within {timeout:.0f}s:\n{self.log_tail()}")
+
+    def kill_leftovers(self) -> None:
+        """A node an earlier, interrupted run left in this namespace: deleting the namespace's name
+        would not stop it (a process outlives the name), so it is killed first."""
+        if not self.namespace.exists():
+            return
+        from asgard.resources.network.namespace import _ip
+
+        pids = subprocess.run([_ip(), "netns", "pids", self.namespace.name], capture_output=True, text=True).stdout
+        for pid in (int(p) for p in pids.split()):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
 
     def namespace_prefix(self) -> list[str]:
         from asgard.resources.network.namespace import netns_exec_prefix
