@@ -169,13 +169,23 @@ def cassandra_host():
 @click.option("--heap", default=None, help="Heap per instance (default: the NUMA plan's rule).")
 def cassandra_host_up(addresses, seeds, ring_ca, datacenter, rack, replication_factor, heap):
     """Start this host's members and join the ring (a member new to a running ring bootstraps)."""
-    from asgard.resources.cassandra.hosts import this_host_members
+    from asgard.resources.cassandra.hosts import ring_desired_overrides, this_host_members
     from asgard.resources.cassandra.ring_ca import RingFileMissing
     from asgard.resources.cassandra.tls import CertificateError
 
-    for member in this_host_members(list(addresses), [s for s in seeds.split(",") if s], ring_ca, datacenter,
+    seed_list = [s for s in seeds.split(",") if s]
+    others = [s for s in seed_list if s not in addresses]
+    try:  # a member joining a running ring starts on its desired configuration, replaying no older order
+        overrides = ring_desired_overrides(others, ring_ca) if others else None
+    except (RingFileMissing, CertificateError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if overrides:
+        click.echo(f"the ring's desired configuration: {overrides}")
+    for member in this_host_members(list(addresses), seed_list, ring_ca, datacenter,
                                     rack, replication_factor, heap):
         try:
+            if overrides:
+                member.set_overrides(overrides)
             seconds = member.start()
         except (RingFileMissing, CertificateError) as exc:
             raise click.ClickException(str(exc)) from exc  # what to copy or run, without a traceback
@@ -247,12 +257,18 @@ def cassandra_host_cert_sign(ring_ca, requests):
 
 @cassandra_host.command("agent")
 @click.option("--once", is_flag=True, help="Carry out the open orders once and exit (default: loop).")
-def cassandra_host_agent(once):
-    """Take this host's orders from the ring (resources/cassandra/orders.py) and carry them out."""
+@click.option("--name", default=None, help="This host's name in the ring's records (default: its hostname).")
+@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between polls of the orders.")
+def cassandra_host_agent(once, name, interval):
+    """Take this host's orders from the ring (resources/cassandra/orders.py) and carry them out;
+    first start any member of this host that is down, on the ring's desired configuration.
+    SIGTERM stops it after the order in hand."""
+    import signal
     import socket
     import threading
 
     from asgard.resources.cassandra.hosts import launched_host_members
+    from asgard.resources.cassandra.host_agent import READY_LINE
     from asgard.resources.cassandra.orders import HostAgent
     from asgard.resources.stores.cql import build_cluster
 
@@ -260,20 +276,26 @@ def cassandra_host_agent(once):
     if not members:
         raise click.ClickException("no member of a ring across hosts runs here: `asgard cassandra host up` first")
     first = members[0]
+    # its own members and the seeds: with every member of this host down, the ring still answers
+    contacts = list(dict.fromkeys([m.address for m in members] + list(first.seeds or [])))
 
     def connect():
-        cluster = build_cluster([m.address for m in members], username="asgard_admin",
-                                password=first.superuser_password(), tls=(str(first.tls.ca_cert), None, None, True),
-                                connect_timeout=10, admin=True)
+        cluster = build_cluster(contacts, username="asgard_admin", password=first.superuser_password(),
+                                tls=(str(first.tls.ca_cert), None, None, True), connect_timeout=10, admin=True)
         return cluster.connect()
 
-    agent = HostAgent(socket.gethostname(), members, connect)
+    agent = HostAgent(name or socket.gethostname(), members, connect)
+    for member in agent.start_members():
+        click.echo(f"{member.name} at {member.address} was down: started on the ring's desired configuration")
+    agent.heartbeat()
+    click.echo(f"agent of {agent.host} {READY_LINE} {', '.join(m.address for m in members)}")
     if once:
-        agent.heartbeat()
         for record in agent.poll_once():
             click.echo(record)
         return
-    agent.run(threading.Event())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    agent.run(stop, interval=interval, report=click.echo)
 
 
 @cassandra_host.command("leave")

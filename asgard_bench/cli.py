@@ -7,6 +7,7 @@
     asgard bench scaling [--json]    1 and N pinned Cassandra instances against one unpinned
     asgard bench drivers [--json]    the Cassandra store on cassandra-driver against scylla-driver
     asgard bench xcom [--json]       Airflow XCom push+pull: Cassandra, the object-storage backend, the database
+    asgard bench nemesis [--json]    faults at random on a ring across 3 hosts under runs and reconfigurations
     asgard bench load | startup | report
 """
 from __future__ import annotations
@@ -246,6 +247,28 @@ def bench_scaling(instances, heap_mib, seconds, repeat, clients, object_mib, fir
         click.echo(json.dumps(report, indent=2))
         return
     print_report(report)
+
+
+@bench.command("nemesis")
+@click.option("--faults-per-kind", type=int, default=20, show_default=True,
+              help="Faults of each kind (kill_agent, kill_coordinator, pause_member, drop_packets, restart_host).")
+@click.option("--reconfigurations", type=int, default=3, show_default=True,
+              help="Restart reconfigurations at least (more while faults remain).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--heap", default="768M", show_default=True, help="Heap of each member.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_nemesis(faults_per_kind, reconfigurations, seed, heap, as_json):
+    """Faults at random on a ring across 3 emulated hosts under runs and reconfigurations (after Jepsen)."""
+    from .nemesis import print_report, run_nemesis
+
+    rep = run_nemesis(faults_per_kind, reconfigurations, seed, heap)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2, default=str))
+    else:
+        print_report(rep)
+    outcomes = rep["outcomes"]
+    if outcomes["runs_failed"] or outcomes["outputs_lost"] or outcomes["two_down_by_orders"] or outcomes["orders_open"]:
+        raise SystemExit(1)
 
 
 @bench.command("report")

@@ -232,11 +232,10 @@ class ManagedServer(abc.ABC):
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
             proc.terminate()
-        try:
-            proc.wait(timeout)
-        except psutil.TimeoutExpired:
+        if not _gone(proc, timeout):
             os.killpg(pid, signal.SIGKILL)
-            proc.wait(10)
+            if not _gone(proc, 10):
+                raise ServerError(f"{self.name} (pid {pid}) outlived SIGKILL by 10 s")
         self.pid_file.unlink(missing_ok=True)
         return True
 
@@ -247,14 +246,13 @@ class ManagedServer(abc.ABC):
         if pid is None:
             return False
         try:
+            proc = psutil.Process(pid)
             os.killpg(pid, signal.SIGKILL)
-            psutil.Process(pid).wait(30)
         except (ProcessLookupError, psutil.NoSuchProcess):
             pass
-        except psutil.TimeoutExpired:
-            # killed, but its parent is gone and nothing reaps it (a zombie): dead all the same
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                raise
+        else:
+            if not _gone(proc, 30):
+                raise ServerError(f"{self.name} (pid {pid}) outlived SIGKILL by 30 s")
         self.pid_file.unlink(missing_ok=True)
         return True
 
@@ -289,6 +287,23 @@ class ManagedServer(abc.ABC):
         if pid is None:
             return 0.0
         return process_cpu_seconds(pid)
+
+
+def _gone(proc: psutil.Process, timeout: float) -> bool:
+    """Whether ``proc`` exits within ``timeout`` seconds. A zombie is gone: its parent may be
+    another process that has not reaped it yet (a host's agent restarting a member that another
+    process started), and only the parent can."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                proc.wait(0) if proc.ppid() == os.getpid() else None  # ours: reaped now
+                return True
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired, ChildProcessError):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def process_cpu_seconds(pid: int) -> float:

@@ -88,6 +88,10 @@ def test_each_host_runs_its_ring_member_and_its_worker(deployment):
         worker = by_name[f"dagster-worker-{host.name}"]
         assert worker["ready"] and worker["netns"] == host.netns and worker["queues"] == [host.name, "dagster"]
         assert by_name[member.name]["ready"] and member.netns == host.netns
+        # its agent of the ring's orders: a process in its namespace, on the host's own root
+        agent = by_name[f"agent-{host.name}"]
+        assert agent["ready"] and agent["netns"] == host.netns and agent["root"] == str(host.root)
+        assert member.workdir.is_relative_to(host.root)
     assert by_name["broker"]["ready"] and by_name["broker"]["endpoint"].startswith(f"redis://{deployment.hosts.bridge_address}:")
     # the worker processes are in their hosts' namespaces (what /proc says, not what was asked)
     from asgard.resources.network.namespace import namespaces

@@ -6,9 +6,11 @@ hosts' addresses."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +50,7 @@ def _events(instance):
 def _run_job(instance, outcome: dict):
     from dagster import execute_job, reconstructable
 
-    from tests.hosts_ring_job import hosts_ring_job
+    from asgard.pipelines.ring_check import hosts_ring_job
 
     with execute_job(reconstructable(hosts_ring_job), instance=instance) as result:
         outcome["success"] = result.success
@@ -157,10 +159,10 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
     from asgard.pipelines.jobs import make_job
 
     stop = threading.Event()
-    agents = [ring.agent(host) for host in hosts.hosts[:3]]
-    threads = [threading.Thread(target=a.run, args=(stop,), daemon=True) for a in agents]
-    for t in threads:
-        t.start()
+    # each host's agent a process of its own, in its namespace, on its own root
+    agents = [ring.agent_process(host) for host in hosts.hosts[:3]]
+    for agent in agents:
+        agent.start()
     runs: list[dict] = []
 
     def loop():
@@ -194,8 +196,8 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
     finally:
         stop.set()
         runner.join(timeout=600)
-        for t in threads:
-            t.join(timeout=120)
+        for agent in agents:
+            agent.stop(timeout=120)
     assert len(outcomes) == 3
     for value, outcome in zip(values, outcomes):
         [knob] = outcome["knobs"]
@@ -224,6 +226,98 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
             store.get(ObjectKey(scope, path))
 
 
+def test_a_nemesis_during_reconfigurations_fails_no_run_and_never_takes_two_members_down_by_orders(
+        ring, hosts, dagster_instance):
+    """One fault of every kind (an agent killed, the coordinator killed, a member paused, a host's
+    packets dropped, a host restarted), at random, while runs loop and the retune reconfigures the
+    ring at least three times (``asgard bench nemesis`` with 1 fault per kind)."""
+    from asgard_bench.nemesis import FAULT_KINDS, nemesis_on
+
+    rep = nemesis_on(ring, hosts.hosts[:3], dagster_instance, faults_per_kind=1, reconfigurations=3,
+                     seed=int(os.environ.get("ASGARD_NEMESIS_SEED", "1")))
+    outcomes = rep["outcomes"]
+    print(rep["faults"], outcomes, rep["seconds"])
+    assert rep["faults"] == {kind: 1 for kind in FAULT_KINDS}, rep["fault_log"]
+    assert outcomes["reconfigurations"] >= 3 and outcomes["coordinators_killed"] == 1, outcomes
+    assert outcomes["runs"] >= 3 and outcomes["runs_failed"] == 0, rep["failures"]
+    assert outcomes["outputs_lost"] == 0 and outcomes["outputs_read_back"] >= 13 * outcomes["runs"], outcomes
+    assert outcomes["two_down_by_orders"] == 0, rep["two_down_moments"]
+    assert outcomes["orders_open"] == 0, outcomes
+    assert outcomes["orders_closed"] + outcomes["orders_superseded"] == outcomes["orders"] >= 4
+    assert outcomes["gossip_samples"] >= 100
+    session = ring.session()
+    try:  # every member back up, on the newest order's setting, read back from each
+        wanted = {str(RingControlDesired(session)["memtable_flush_writers"])}
+        in_force = {h.address: session.execute("SELECT value FROM system_views.settings WHERE name = "
+                                               "'memtable_flush_writers'", host=h).one().value
+                    for h in session.cluster.metadata.all_hosts()}
+        assert all(h.is_up for h in session.cluster.metadata.all_hosts())
+        assert set(in_force.values()) == wanted, (in_force, wanted)
+    finally:
+        session.cluster.shutdown()
+
+
+def RingControlDesired(session) -> dict:
+    from asgard.resources.cassandra.orders import desired_overrides
+
+    return desired_overrides(session)
+
+
+def test_each_host_runs_on_its_own_root_and_shares_only_what_the_operator_copied(ring, hosts):
+    """Each host's agent is a process in its namespace whose ``ASGARD_HOME`` is the host's root;
+    every file a member runs on lies under its own host's root (or the installed software: the
+    jars, the JVM), and a host holds of the ring's secrets only the CA's certificate, the password
+    and its members' own certificates: ``ca.key`` is on no host."""
+    from asgard.resources.paths import cache_dir
+
+    agents = [ring.agent_process(host) for host in hosts.hosts[:3]]
+    try:
+        for agent in agents:
+            agent.start()
+        session = ring.session()
+        try:
+            assert RingControlAgents(session) == {m.address: m.netns for m in ring.members}
+        finally:
+            session.cluster.shutdown()
+        for agent, host in zip(agents, hosts.hosts):
+            environ = dict(line.split("=", 1) for line in
+                           Path(f"/proc/{agent.pid()}/environ").read_text().split("\0") if "=" in line)
+            assert environ["ASGARD_HOME"] == str(host.root)
+            [member] = ring.members_of(host)
+            assert os.readlink(f"/proc/{agent.pid()}/ns/net") == os.readlink(f"/proc/{member.pid()}/ns/net")
+    finally:
+        for agent in agents:
+            agent.stop()
+    import re
+
+    hosts_dir = hosts.hosts[0].root.parent
+    for host in hosts.hosts[:3]:
+        [member] = ring.members_of(host)
+        argv = Path(f"/proc/{member.pid()}/cmdline").read_bytes().decode()
+        # the roots of hosts its command line names: its own only (the software is this machine's cache)
+        named = set(re.findall(re.escape(str(hosts_dir)) + r"/(h\d+)", argv))
+        assert named == {host.root.name}, named
+        assert str(cache_dir()) in argv or str(host.root / "cache") in argv
+        config_paths = [v for v in _strings(member.config()) if v.startswith("/")]
+        assert config_paths and all(Path(v).is_relative_to(host.root) for v in config_paths), config_paths
+        assert not list(host.root.rglob("ca.key"))
+        held = sorted(p.name for p in (host.root / "ring-ca").iterdir())
+        assert held == sorted(["ca.pem", "superuser.password", f"member-{member.address}.csr",
+                               f"member-{member.address}.key", f"member-{member.address}.pem"]), held
+    assert (ring.ring_ca / "ca.key").exists() and not ring.ring_ca.is_relative_to(hosts.hosts[0].root.parent)
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
 def RingControlAgents(session) -> dict:
     from asgard.resources.cassandra.orders import RingControl
 
@@ -231,11 +325,13 @@ def RingControlAgents(session) -> dict:
 
 
 def _host_cli(host, *args: str) -> str:
-    """``asgard cassandra host ...`` run on ``host`` (inside its namespace), as an operator runs it there."""
+    """``asgard cassandra host ...`` run on ``host`` (inside its namespace, on its root), as an
+    operator runs it there; ``host`` None: on the operator's machine."""
     import sys
 
-    out = subprocess.run([*host.exec_prefix(), sys.executable, "-m", "asgard.cli", "cassandra", "host", *args],
-                         capture_output=True, text=True, timeout=900)
+    prefix, env = ([*host.exec_prefix()], {**os.environ, **host.environment()}) if host else ([], dict(os.environ))
+    out = subprocess.run([*prefix, sys.executable, "-m", "asgard.cli", "cassandra", "host", *args],
+                         capture_output=True, text=True, timeout=900, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout
 
@@ -249,11 +345,22 @@ def test_a_host_joins_by_bootstrap_and_leaves_by_decommission_through_the_cli(ri
     for i, key in enumerate(keys):
         store.put(key, bytes([i]) * 50_000)
     newcomer = hosts[3]
+    own_ca = newcomer.root / "ring-ca"
     try:
+        # the operator's steps: the CA's certificate and the password copied over, a certificate
+        # request made there, signed on the operator's machine, the certificate copied back
+        own_ca.mkdir(parents=True, exist_ok=True)
+        for name in ("ca.pem", "superuser.password"):
+            shutil.copy2(ring.ring_ca / name, own_ca / name)
+        _host_cli(newcomer, "cert-request", "--ring-ca", str(own_ca), "--address", newcomer.address)
+        request = shutil.copy2(own_ca / f"member-{newcomer.address}.csr", ring.ring_ca / "requests")
+        _host_cli(None, "cert-sign", "--ring-ca", str(ring.ring_ca), request)
+        shutil.copy2(ring.ring_ca / "requests" / f"member-{newcomer.address}.pem", own_ca)
         said = _host_cli(newcomer, "up", "--address", newcomer.address, "--seeds", ",".join(ring.seeds),
-                         "--ring-ca", str(ring.ring_ca), "--rack", f"rack{newcomer.number}", "--heap", "768M")
+                         "--ring-ca", str(own_ca), "--rack", f"rack{newcomer.number}", "--heap", "768M")
         assert f"at {newcomer.address} ready in" in said, said
-        [joined] = [m for m in launched_host_members() if m.address == newcomer.address]
+        [joined] = [m for m in launched_host_members(newcomer.root) if m.address == newcomer.address]
+        assert joined.workdir.is_relative_to(newcomer.root) and not (own_ca / "ca.key").exists()
         status = ring.members[0].nodetool("status")
         line = next(line for line in status.splitlines() if f" {joined.address} " in f" {line} ")
         assert line.startswith("UN") and line.rstrip().endswith(f"rack{newcomer.number}"), status
@@ -267,13 +374,9 @@ def test_a_host_joins_by_bootstrap_and_leaves_by_decommission_through_the_cli(ri
         assert "DECOMMISSIONED" in joined.system_log.read_text(errors="replace")
         assert all(store.get(key)[0] == bytes([i]) * 50_000 for i, key in enumerate(keys))
     finally:
-        import shutil
-
-        from asgard.resources.paths import run_dir
-
-        for member in launched_host_members():  # a failed step leaves nothing running
+        for member in launched_host_members(newcomer.root):  # a failed step leaves nothing running
             member.kill()
-        shutil.rmtree(run_dir("cassandra", f"host-{newcomer.address}"), ignore_errors=True)
+        shutil.rmtree(newcomer.root / "run" / "cassandra", ignore_errors=True)
 
 
 def test_bench_io_on_the_ring_gives_each_hosts_bytes(ring):

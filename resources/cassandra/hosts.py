@@ -19,10 +19,14 @@ instance joins the same ring:
   password: where its host lacks them it refuses to start, naming the files (:mod:`.ring_ca`).
 
 On real hosts each runs ``asgard cassandra host up --address ... --seeds ... --rack ... --ring-ca
-DIR``; a host without ``ca.key`` in DIR gets its members' certificates by ``host cert-request``
-there and ``host cert-sign`` on the CA's host (:mod:`.ring_ca`). Here the hosts are network
-namespaces (:class:`~asgard.resources.network.hosts.EmulatedHosts`) sharing one filesystem, so
-every member finds ``ca.key`` in the one ``ring_ca``.
+DIR`` and ``asgard cassandra host agent``; a host without ``ca.key`` in DIR gets its members'
+certificates by ``host cert-request`` there and ``host cert-sign`` on the CA's host (:mod:`.ring_ca`).
+Here the hosts are network namespaces (:class:`~asgard.resources.network.hosts.EmulatedHosts`),
+each with a filesystem root of its own (``host.root``: its members' directories, its ``ring-ca``).
+They share no file but what an operator copies (:meth:`HostRing.provision`): ``ca.pem`` and
+``superuser.password`` to each host, a certificate request from it to the CA's machine, the signed
+certificate back. ``ca.key`` stays in ``ring_ca`` on the operator's machine, outside every host. Each
+host's agent is a process in its namespace on its root (:class:`~.host_agent.HostAgentProcess`).
 
 Example::
 
@@ -39,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..paths import run_dir
+from ..paths import asgard_home, run_dir
 from ..process import ServerError
 from .node import SUPERUSER, CassandraNode
 from .ring_ca import create_ring_ca
@@ -90,10 +94,29 @@ class HostRing:
         index = self.first_index + 10 * h + n  # instance n of the h-th host (0-based)
         return CassandraNode(
             index=index, nodes=max(2, len(self.hosts)), heap=self.heap, address=address, netns=host.netns,
-            workdir=run_dir("hosts", f"h{host.number}", "cassandra", f"node{n + 1}"), fast_start=False,
-            seeds=self.seeds, datacenter=self.datacenter, rack=f"rack{host.number}", ring_ca=str(self.ring_ca),
-            replication_factor=self.replication_factor,
-            system_properties=dict(MEMBER_PROPERTIES))
+            workdir=member_workdir(host.root, address), fast_start=False, seeds=self.seeds,
+            datacenter=self.datacenter, rack=f"rack{host.number}", ring_ca=str(host_ring_ca(host.root)),
+            replication_factor=self.replication_factor, system_properties=dict(MEMBER_PROPERTIES))
+
+    def provision(self, host) -> list[Path]:
+        """What an operator copies to ``host`` before its members start, and nothing else: the
+        ring's ``ca.pem`` and ``superuser.password`` into its ``ring-ca``; per member, the certificate
+        request made there (its key never leaves it) carried to ``ring_ca``, signed, and the
+        certificate carried back. Returns the files copied onto the host."""
+        from .ring_ca import RingCADirectory, request_member_certificate, sign_member_request
+
+        operator, own = RingCADirectory(self.ring_ca), RingCADirectory(host_ring_ca(host.root))
+        own.directory.mkdir(parents=True, exist_ok=True)
+        copied = [_copy(operator.ca_cert, own.ca_cert), _copy(operator.superuser_password, own.superuser_password)]
+        inbox = self.ring_ca / "requests"
+        inbox.mkdir(exist_ok=True)
+        for member in self.members_of(host):
+            if own.member_cert(member.address).exists():
+                continue
+            request = _copy(request_member_certificate(own.directory, member.address),
+                            inbox / own.member_request(member.address).name)
+            copied.append(_copy(sign_member_request(self.ring_ca, request), own.member_cert(member.address)))
+        return copied
 
     def members_of(self, host) -> list[CassandraNode]:
         return [m for m in self.members if m.netns == host.netns]
@@ -103,6 +126,8 @@ class HostRing:
         """Start every member, the first seed first, then one at a time (Cassandra joins one
         bootstrapping member at a time), and replicate ``system_auth`` across the hosts."""
         seconds = {}
+        for host in self.hosts:
+            self.provision(host)
         for member in self.members:
             seconds[member.name] = member.start()
         self.replicate_auth()
@@ -116,10 +141,16 @@ class HostRing:
         return seconds
 
     def agent(self, host):
-        """The :class:`~.orders.HostAgent` of ``host`` (its members), connected with the ring's login."""
+        """The :class:`~.orders.HostAgent` of ``host`` (its members) in this process, connected with the ring's login."""
         from .orders import HostAgent
 
         return HostAgent(host.name, self.members_of(host), self.session)
+
+    def agent_process(self, host):
+        """``asgard cassandra host agent`` of ``host``: a process in its namespace, on its root."""
+        from .host_agent import HostAgentProcess
+
+        return HostAgentProcess(host.name, host.root, netns=host.netns)
 
     def join(self, host) -> list[CassandraNode]:
         """Start the members of ``host`` (added to the ring after it started): each bootstraps,
@@ -132,14 +163,14 @@ class HostRing:
             overrides = desired_overrides(session)
         finally:
             session.cluster.shutdown()
-        joined = []
-        for n, address in enumerate(host.addresses[: self._per_host(host)]):
-            member = self._member(len(self.hosts), host, n, address)
-            member.set_overrides(overrides)
-            member.start()
-            joined.append(member)
+        joined = [self._member(len(self.hosts), host, n, address)
+                  for n, address in enumerate(host.addresses[: self._per_host(host)])]
         self.hosts.append(host)
         self.members.extend(joined)
+        self.provision(host)
+        for member in joined:
+            member.set_overrides(overrides)
+            member.start()
         return joined
 
     def leave(self, host) -> None:
@@ -206,8 +237,14 @@ def stop_leftovers() -> list[str]:
     outlives the namespace's name, and a new member in the same directory would take it for itself."""
     import json
 
+    from .host_agent import HostAgentProcess
+
     killed = []
-    for record in sorted(run_dir("hosts").glob("h*/cassandra/node*/launch.json")):
+    for root in sorted(run_dir("hosts").glob("h*/")):  # agents first: one would restart what is killed
+        agent = HostAgentProcess(root.name, root)
+        if agent.kill():
+            killed.append(agent.name)
+    for record in sorted(run_dir("hosts").glob("h*/run/cassandra/host-*/launch.json")):
         try:
             index = json.loads(record.read_text())["index"]
             member = CassandraNode.launched(index, workdir=record.parent)
@@ -216,6 +253,26 @@ def stop_leftovers() -> list[str]:
         if member.kill():
             killed.append(member.name)
     return killed
+
+
+def member_workdir(root: Path, address: str) -> Path:
+    """The directory of the member at ``address`` on the host whose ``ASGARD_HOME`` is ``root``
+    (where ``asgard cassandra host up`` puts it, and ``host agent`` finds it)."""
+    return Path(root) / "run" / "cassandra" / f"host-{address}"
+
+
+def host_ring_ca(root: Path) -> Path:
+    """The ``--ring-ca`` directory of the host whose ``ASGARD_HOME`` is ``root``."""
+    return Path(root) / "ring-ca"
+
+
+def _copy(source: Path, target: Path) -> Path:
+    """``source`` copied to ``target`` with its mode (0600 stays 0600), as an operator's ``scp -p``."""
+    import shutil
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+    return target
 
 
 def this_host_members(addresses: list[str], seeds: list[str], ring_ca: str, datacenter: str = "dc1",
@@ -228,18 +285,44 @@ def this_host_members(addresses: list[str], seeds: list[str], ring_ca: str, data
 
     plans = local_plan(len(addresses), heap=heap)
     return [CassandraNode(index=first_index + n, nodes=max(2, len(seeds)), placement=plan, address=address,
-                          workdir=run_dir("cassandra", f"host-{address}"), fast_start=False, seeds=seeds,
+                          workdir=member_workdir(asgard_home(), address), fast_start=False, seeds=seeds,
                           datacenter=datacenter, rack=rack, ring_ca=ring_ca, replication_factor=replication_factor,
                           system_properties=dict(MEMBER_PROPERTIES))
             for n, (address, plan) in enumerate(zip(addresses, plans))]
 
 
-def launched_host_members() -> list[CassandraNode]:
-    """The members of a ring across hosts this machine was started with (their launch records)."""
+def ring_desired_overrides(seeds: list[str], ring_ca: str | Path) -> dict[str, Any] | None:
+    """The ring's desired configuration (:func:`~.orders.desired_overrides`), read from its seeds
+    with the ring's login: what a member that (re)starts on a host takes. None where no seed
+    answers (the ring's first start); empty where no order was ever given."""
+    from cassandra.cluster import NoHostAvailable
+
+    from ..stores.cql import build_cluster
+    from .orders import RingControl, desired_overrides
+    from .ring_ca import RingCADirectory, ring_superuser_password
+
+    ring = RingCADirectory(Path(ring_ca))
+    cluster = build_cluster(list(seeds), username=SUPERUSER,
+                            password=ring_superuser_password(ring.directory, ",".join(seeds)).strip(),
+                            tls=(str(ring.ca_cert), None, None, True), connect_timeout=5, admin=True)
+    try:
+        session = cluster.connect()
+    except NoHostAvailable:
+        cluster.shutdown()
+        return None
+    try:
+        return desired_overrides(session) if RingControl(session).exists() else {}
+    finally:
+        cluster.shutdown()
+
+
+def launched_host_members(root: Path | None = None) -> list[CassandraNode]:
+    """The members of a ring across hosts this machine was started with (their launch records
+    under ``root``, this process's ``ASGARD_HOME`` by default)."""
     import json
 
     members = []
-    for record in sorted(run_dir("cassandra").glob("host-*/launch.json")):
+    for record in sorted(member_workdir(root or asgard_home(), "*").parent.glob("host-*/launch.json")):
         try:
             members.append(CassandraNode.launched(json.loads(record.read_text())["index"], workdir=record.parent))
         except (ValueError, KeyError, ServerError):

@@ -321,12 +321,19 @@ class HostAgent:
             # the heartbeat goes on while the order is carried out: a lease lapses only once it stops
             beat = threading.Thread(target=self._heartbeat_until, args=(beating,), daemon=True)
             beat.start()
+            left_down = False
             try:
                 records.append(self._record_done(order, member, self._carry_out(member, order)))
+            except Exception:
+                # failed after its member went down: the lease stays with it (its next poll takes it
+                # again and starts it), so no other member goes down meanwhile
+                left_down = not member.is_running()
+                raise
             finally:
                 beating.set()
                 beat.join()
-                self._give_back_lease(member.address)
+                if not left_down:
+                    self._give_back_lease(member.address)
         self.records.extend(records)
         return records
 
@@ -585,12 +592,17 @@ class HostAgent:
             record["live"] = self._live_settings(member, order.live, send=False)
         return record
 
-    def run(self, stop: threading.Event, interval: float = 1.0) -> None:
-        """Heartbeat and carry out orders until ``stop`` is set (errors are retried at the next poll)."""
+    def run(self, stop: threading.Event, interval: float = 1.0, report: Callable[[str], Any] | None = None) -> None:
+        """Heartbeat and carry out orders until ``stop`` is set (errors are retried at the next poll);
+        ``report`` is given a line per done record and per error (an agent's log)."""
         while not stop.is_set():
             try:
                 self.heartbeat()
-                self.poll_once()
+                for record in self.poll_once():
+                    if report:
+                        report(f"done: {json.dumps(record, default=str)}")
             except Exception as exc:  # a member of the ring restarting under a read: the next poll
                 self.last_error = exc
+                if report:
+                    report(f"retrying at the next poll: {type(exc).__name__}: {exc}")
             stop.wait(interval)

@@ -5,9 +5,14 @@ Host ``h`` (1-based) is the namespace ``asgard-h<h>``; its veth end ``asgvh<h>``
 bridge ``asgbr0`` (10.213.0.1/24 on this machine), ``asgvn<h>`` moves into the namespace with
 10.213.0.<10 h + n> for each instance address ``n`` (one per NUMA node of the host: 11, 12 on host
 1; 21, 22 on host 2; ...). The hosts reach each other over the bridge and this machine by its
-address on it; nothing routes further. Each host's NUMA topology lives under
-``$ASGARD_HOME/run/hosts/h<h>/sys/devices/system/node`` (:func:`asgard.resources.numa.numa_nodes`
-reads it with ``root=``): ``nodes`` nodes, this machine's CPUs dealt out among them.
+address on it; nothing routes further.
+
+Each host has a filesystem root of its own, ``$ASGARD_HOME/run/hosts/h<h>`` (:attr:`EmulatedHost.root`):
+the ``ASGARD_HOME`` of the project's processes there (``run/`` its servers' state, ``ring-ca/`` what
+the operator copied to it), with ``cache/`` linked to this machine's (the installed software, as a
+package would be on every host). Its NUMA topology lives under ``<root>/sys/devices/system/node``
+(:func:`asgard.resources.numa.numa_nodes` reads it with ``root=``): ``nodes`` nodes, this machine's
+CPUs dealt out among them.
 
 Example::
 
@@ -23,7 +28,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import run_dir
+from ..paths import cache_dir, run_dir
 from .namespace import _ip, _run, links, namespaces, netns_exec_prefix
 
 BRIDGE = "asgbr0"
@@ -53,9 +58,18 @@ class EmulatedHost:
         return self.addresses[0]
 
     @property
+    def root(self) -> Path:
+        """This host's filesystem root: the ``ASGARD_HOME`` of the project's processes on it."""
+        return run_dir("hosts", f"h{self.number}")
+
+    @property
     def sysfs_nodes(self) -> Path:
         """This host's ``/sys/devices/system/node``."""
-        return run_dir("hosts", f"h{self.number}") / "sys" / "devices" / "system" / "node"
+        return self.root / "sys" / "devices" / "system" / "node"
+
+    def environment(self) -> dict[str, str]:
+        """What a process of the project on this host runs with (beside this machine's environment)."""
+        return {"ASGARD_HOME": str(self.root)}
 
     def exec_prefix(self) -> list[str]:
         return netns_exec_prefix(self.netns)
@@ -93,6 +107,7 @@ class EmulatedHosts:
             for host in self.hosts:
                 self._host_up(host)
                 self._write_sysfs(host)
+                self._link_software(host)
         except BaseException:
             self.down()
             raise
@@ -111,6 +126,13 @@ class EmulatedHosts:
             _run(*inside, ip, "addr", "add", f"{address}/24", "dev", inside_if)
         _run(*inside, ip, "link", "set", inside_if, "up")
         _run(*inside, ip, "link", "set", "lo", "up")  # JMX binds to the host's own loopback
+
+    @staticmethod
+    def _link_software(host: EmulatedHost) -> None:
+        """The host's ``cache/`` is this machine's: jars and binaries installed once, read-only to it."""
+        link = host.root / "cache"
+        if not link.is_symlink():
+            link.symlink_to(cache_dir(), target_is_directory=True)
 
     def _write_sysfs(self, host: EmulatedHost) -> None:
         """``numa_nodes`` nodes, this machine's CPUs dealt round-robin (each node gets at least one,

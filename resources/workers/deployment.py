@@ -9,8 +9,9 @@ every host reaches, as the run's coordinator (the process that calls ``execute_j
       10.213.0.1:6390                        queue asgard-h1           queue asgard-h2
 
 State lives in ``$ASGARD_HOME/run/deployment`` (its ``deployment.json`` says how many hosts and the
-workers' code paths, for a later ``down`` or ``status``); the ring's members keep theirs in
-``run/hosts`` as :func:`~asgard.resources.cassandra.hosts.emulated_host_ring` does. The namespaces,
+workers' code paths, for a later ``down`` or ``status``); each host's processes (its ring member,
+its agent of the ring's orders, its worker's ``ASGARD_HOME``) keep theirs on the host's own root,
+``run/hosts/h<h>``, as :func:`~asgard.resources.cassandra.hosts.emulated_host_ring` does. The namespaces,
 the bridge and ``run/hosts`` are the same as ``tests/test_hosts_ring.py``'s: one of the two at a time.
 
 Example::
@@ -33,7 +34,7 @@ from .dagster_worker import DagsterCeleryWorker
 
 BROKER_PORT = 6390  # not the loopback Redis's 6380: both run at once in the test suite
 RING_KEYSPACE = "asgard_hosts"
-#: what a job's resources and the executor's config read (tests/hosts_ring_job.py's names)
+#: what a job's resources and the executor's config read (asgard.pipelines.ring_check's names)
 CLIENT_VARIABLES = ("ASGARD_RING_CONTACTS", "ASGARD_RING_CA", "ASGARD_RING_USER", "ASGARD_RING_PASSWORD",
                     "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND")
 
@@ -126,9 +127,16 @@ class EmulatedDeployment:
         environment = self.client_environment()  # the executor's config reads the broker's variables too
         return [DagsterCeleryWorker(host.name, self.broker_url, self.result_backend, netns=host.netns,
                                     code_paths=self.code_paths, dagster_home=self.dagster_home,
-                                    environment=environment, concurrency=self.worker_concurrency,
+                                    environment={**environment, **host.environment()},
+                                    concurrency=self.worker_concurrency,
                                     workdir=self.state_dir() / "workers" / host.name)
                 for host in self.hosts.hosts]
+
+    def agents(self) -> list:
+        """Each host's agent of the ring's orders (a process in its namespace, on its root)."""
+        from ..cassandra.host_agent import HostAgentProcess
+
+        return [HostAgentProcess(host.name, host.root, netns=host.netns) for host in self.hosts.hosts]
 
     def ring_environment(self) -> dict[str, str]:
         """The ring's contact points, CA and login, as the job's resources read them."""
@@ -162,6 +170,8 @@ class EmulatedDeployment:
         ring = self.ring()
         if not all(m.is_running() for m in ring.members):
             self.seconds.update(ring.start())
+        for agent in self.agents():  # each host's `asgard cassandra host agent`, on its own root
+            self.seconds[agent.name] = agent.start()
         self.seconds["broker"] = self.broker().start()
         self.workers_up()
         return self
@@ -216,6 +226,7 @@ class EmulatedDeployment:
                 rows += [m.status() for m in self.ring().members]
             except NumaPlanError:
                 pass
+        rows += [a.status() for a in self.agents()]
         rows.append(self.broker().status())
         rows += [w.status() for w in self.workers()]
         return rows

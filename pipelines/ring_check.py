@@ -1,6 +1,6 @@
-"""A fan-out/fan-in job on the ring across emulated hosts (tests/test_hosts_ring.py), replication
-factor 3 at LOCAL_QUORUM, over TLS with the ring's login. Where the ring is comes from the
-environment the test sets (step processes inherit it): ASGARD_RING_CONTACTS, ASGARD_RING_CA,
+"""A fan-out/fan-in job that checks a ring across hosts (tests/test_hosts_ring.py, ``asgard bench
+nemesis``): replication factor 3 at LOCAL_QUORUM, over TLS with the ring's login. Where the ring is comes from the
+environment the caller sets (step processes inherit it): ASGARD_RING_CONTACTS, ASGARD_RING_CA,
 ASGARD_RING_USER, ASGARD_RING_PASSWORD. Every mapped step checks the bytes it read."""
 from __future__ import annotations
 
