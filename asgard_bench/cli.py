@@ -261,7 +261,7 @@ def bench_nemesis(faults_per_kind, reconfigurations, seed, heap, as_json):
     """Faults at random on a ring across 3 emulated hosts under runs and reconfigurations (after Jepsen)."""
     from .nemesis import print_report, run_nemesis
 
-    rep = run_nemesis(faults_per_kind, reconfigurations, seed, heap)
+    rep = run_nemesis(faults_per_kind, reconfigurations, seed, heap, progress=lambda line: click.echo(line, err=True))
     if as_json:
         click.echo(json.dumps(rep, indent=2, default=str))
     else:

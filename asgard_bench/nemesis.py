@@ -281,10 +281,13 @@ def _run_loop(instance, stop: threading.Event, tally: Tally) -> None:
     from asgard.pipelines.ring_check import hosts_ring_job
 
     while not stop.is_set():
-        with execute_job(reconstructable(hosts_ring_job), instance=instance) as result:
-            tally.runs.append({"run_id": result.run_id, "success": result.success,
-                               "failures": [str(e.event_specific_data.error.message)[:300]
-                                            for e in result.all_events if e.is_step_failure]})
+        try:
+            with execute_job(reconstructable(hosts_ring_job), instance=instance) as result:
+                tally.runs.append({"run_id": result.run_id, "success": result.success,
+                                   "failures": [str(e.event_specific_data.error.message)[:300]
+                                                for e in result.all_events if e.is_step_failure]})
+        except Exception as exc:  # a run that could not even be launched counts as failed
+            tally.runs.append({"run_id": None, "success": False, "failures": [f"{type(exc).__name__}: {exc}"[:300]]})
 
 
 def _check_outputs(ring, runs: list[dict]) -> tuple[int, int]:
@@ -324,9 +327,11 @@ def _orders(ring) -> dict[str, str]:
 
 
 def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigurations: int = 3, seed: int = 0,
-               settle_timeout: float = 900.0, workdir: Path | None = None) -> dict:
+               settle_timeout: float = 900.0, workdir: Path | None = None, progress=None) -> dict:
     """The nemesis on a running ``ring`` of one member per host in ``hosts`` (its agents are started
-    here and stopped afterwards); runs go to the Dagster ``instance``. Returns the report."""
+    here and stopped afterwards); runs go to the Dagster ``instance``; ``progress`` is given a
+    line per fault and per reconfiguration. Returns the report."""
+    say = progress or (lambda line: None)
     import tempfile
 
     rng = random.Random(seed)
@@ -379,6 +384,11 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
                         if nemesis.possible(kind):
                             plan.remove(kind)
                             tally.faults.append(nemesis.inject(kind))
+                            fault = tally.faults[-1]
+                            say(f"fault {len(tally.faults)}: {fault.kind} {fault.target} "
+                                f"({(fault.healed_at or fault.at) - fault.at:.1f} s) {fault.detail}; runs "
+                                f"{len(tally.runs)}, failed {sum(1 for r in tally.runs if not r['success'])}, "
+                                f"two down by orders {len(tally.two_down_by_orders)}")
                         continue
                 time.sleep(1.0)
             log.close()
@@ -387,6 +397,8 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
             said = json.loads(out.read_text()) if out.exists() else {}
             record.update(success=bool(said.get("success")), outcome=said.get("outcome"), ended=time.time())
             tally.coordinators.append(record)
+            say(f"reconfiguration {len(tally.coordinators)} to {KNOB}={value}: "
+                f"{'killed' if record['killed'] else 'applied' if record['success'] else 'failed'}")
             if not record["killed"] and not record["success"] and not plan:
                 break  # a retune failed on its own with no fault left to blame: stop and report it
     finally:
@@ -438,7 +450,8 @@ def report(tally: Tally, orders: dict[str, str], read: int, lost: int, seconds: 
     }
 
 
-def run_nemesis(faults_per_kind: int = 20, reconfigurations: int = 3, seed: int = 0, heap: str = "768M") -> dict:
+def run_nemesis(faults_per_kind: int = 20, reconfigurations: int = 3, seed: int = 0, heap: str = "768M",
+                progress=None) -> dict:
     """The nemesis on a ring of its own (3 emulated hosts; :func:`~asgard.resources.cassandra.hosts.emulated_host_ring`)."""
     import tempfile
 
@@ -449,7 +462,8 @@ def run_nemesis(faults_per_kind: int = 20, reconfigurations: int = 3, seed: int 
     with tempfile.TemporaryDirectory(prefix="nemesis-dagster-") as home, \
             DagsterInstance.local_temp(home) as instance, \
             emulated_host_ring(3, replication_factor=3, heap=heap, instances_per_host=1) as (hosts, ring):
-        return nemesis_on(ring, hosts.hosts[:3], instance, faults_per_kind, reconfigurations, seed)
+        return nemesis_on(ring, hosts.hosts[:3], instance, faults_per_kind, reconfigurations, seed,
+                          progress=progress)
 
 
 def print_report(rep: dict) -> None:
