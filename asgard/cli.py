@@ -266,6 +266,7 @@ def cassandra_host_agent(once, name, interval):
     import signal
     import socket
     import threading
+    import time
 
     from asgard.resources.cassandra.hosts import launched_host_members
     from asgard.resources.cassandra.host_agent import READY_LINE
@@ -285,9 +286,27 @@ def cassandra_host_agent(once, name, interval):
         return cluster.connect()
 
     agent = HostAgent(name or socket.gethostname(), members, connect)
-    for member in agent.start_members():
-        click.echo(f"{member.name} at {member.address} was down: started on the ring's desired configuration")
-    agent.heartbeat()
+    try:
+        started, how = agent.start_members(), "on the ring's desired configuration"
+    except Exception as exc:  # e.g. NoHostAvailable
+        # no member answers (this host's are down, the others out of reach or down): the ring
+        # cannot come back without this host's members, so they start as they last ran; a newer
+        # order reaches them at the next poll
+        agent.reset_session()
+        click.echo(f"the ring does not answer ({type(exc).__name__}: {str(exc)[:200]})")
+        started, how = agent.start_members(overrides={}), "as it last ran"
+    for member in started:
+        click.echo(f"{member.name} at {member.address} was down: started {how}")
+    deadline = time.monotonic() + 300
+    while True:  # ready once the ring has its heartbeat
+        try:
+            agent.heartbeat()
+            break
+        except Exception as exc:
+            agent.reset_session()
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the ring took no heartbeat for 300 s: {exc}") from exc
+            time.sleep(2)
     click.echo(f"agent of {agent.host} {READY_LINE} {', '.join(m.address for m in members)}")
     if once:
         for record in agent.poll_once():

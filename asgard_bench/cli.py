@@ -267,7 +267,8 @@ def bench_nemesis(faults_per_kind, reconfigurations, seed, heap, as_json):
     else:
         print_report(rep)
     outcomes = rep["outcomes"]
-    if outcomes["runs_failed"] or outcomes["outputs_lost"] or outcomes["two_down_by_orders"] or outcomes["orders_open"]:
+    if (outcomes["runs_failed"] or outcomes["outputs_lost"] or outcomes["two_down_by_orders"] or outcomes["orders_open"]
+            or outcomes["faults_not_healed"]):
         raise SystemExit(1)
 
 

@@ -17,9 +17,11 @@ a time. Meanwhile, one fault at a time, with a random gap between:
 * ``restart_host``: kill -9 a host's agent and members at once, then start its agent, which starts
   its members on the ring's desired configuration.
 
-A watcher samples every member's gossip throughout. A member is down when it does not answer the
-watcher or some member's gossip does not see it ``NORMAL``; down by an order when no fault of the
-nemesis holds it (from injection until it is seen up again). Checked:
+A watcher samples every member's gossip throughout. A member is down when the driver has it down
+(its connections refused or closed: a stopped process) or some member's gossip does not see it
+``NORMAL`` (a drained one says ``shutdown``); one merely slow to answer the watcher is not (it is
+counted apart); down by an order when no fault of the nemesis holds it (from injection until it is
+seen up again). Checked:
 
 * no moment with two members down by orders;
 * no run failed, and every output of every run reads back afterwards;
@@ -71,6 +73,7 @@ class Tally:
     runs: list[dict] = field(default_factory=list)
     coordinators: list[dict] = field(default_factory=list)
     samples: int = 0
+    slow_answers: int = 0
     two_down_by_orders: list[dict] = field(default_factory=list)
     most_down: int = 0
 
@@ -99,8 +102,10 @@ class Watcher(threading.Thread):
         for viewer, future in asked.items():
             try:
                 rows = list(future.result())
-            except Exception as exc:
-                down.setdefault(viewer, f"does not answer ({type(exc).__name__})")
+            except Exception:
+                # slow to answer the watcher is not down (a busy machine): its peers' gossip and the
+                # driver's connections say that
+                self.tally.slow_answers += 1
                 continue
             for row in rows:
                 status = str(row.status_with_port or row.status or "")
@@ -166,7 +171,19 @@ class Nemesis:
                                               and self.order_open.is_set())
 
     def inject(self, kind: str) -> Fault:
-        return getattr(self, kind)()
+        """The fault ``kind``, healed; one the system under test could not heal from (an agent that
+        would not start again) is recorded with its error, its host's agent started once more."""
+        try:
+            return getattr(self, kind)()
+        except Exception as exc:
+            fault = Fault(kind, "?", time.time(), time.time(), detail=f"error: {type(exc).__name__}: {str(exc)[:500]}")
+            for agent in self.agents:
+                if not agent.is_running():
+                    try:
+                        agent.start()
+                    except Exception as again:
+                        fault.detail += f"; {agent.name} again: {type(again).__name__}"
+            return fault
 
     def kill_agent(self) -> Fault:
         holder = None
@@ -264,15 +281,23 @@ def _coordinate(value: int, out: Path) -> None:
     out.write_text(json.dumps({"success": result.success, "outcome": outcome}, default=str))
 
 
-def _latest_order(ring) -> Any:
+def _latest_order(ring, timeout: float = 300.0) -> Any:
+    """The newest order's id, asked again while the ring does not answer (a fault just healing)."""
     from asgard.resources.cassandra.orders import RingControl
 
-    session = ring.session()
-    try:
-        order = RingControl(session).latest()
-        return order.id if order else None
-    finally:
-        session.cluster.shutdown()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            session = ring.session()
+            try:
+                order = RingControl(session).latest()
+                return order.id if order else None
+            finally:
+                session.cluster.shutdown()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
 
 
 def _run_loop(instance, stop: threading.Event, tally: Tally) -> None:
@@ -372,7 +397,7 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
             while nemesis.coordinator.poll() is None:
                 if not nemesis.order_open.is_set():
                     try:
-                        if _latest_order(ring) != before:
+                        if _latest_order(ring, timeout=0) != before:
                             nemesis.order_open.set()
                     except Exception:
                         pass
@@ -401,23 +426,31 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
                 f"{'killed' if record['killed'] else 'applied' if record['success'] else 'failed'}")
             if not record["killed"] and not record["success"] and not plan:
                 break  # a retune failed on its own with no fault left to blame: stop and report it
-    finally:
         for agent in agents:  # every host back with its agent before the ring settles
             if not agent.is_running():
                 agent.start()
-    # the ring settles: the newest order closes once every member has carried it out
-    deadline = time.monotonic() + settle_timeout
-    orders = _orders(ring)
-    while any(state == "open" for state in orders.values()) and time.monotonic() < deadline:
-        time.sleep(5)
-        orders = _orders(ring)
-    stop_runs.set()
-    runner.join(timeout=900)
-    watcher.stop.set()
-    watcher.join(timeout=30)
-    watcher_session.cluster.shutdown()
-    for agent in agents:
-        agent.stop(timeout=120)
+        # the ring settles: the newest order closes once every member has carried it out
+        deadline = time.monotonic() + settle_timeout
+        orders: dict[str, str] = {"?": "open"}
+        while any(state == "open" for state in orders.values()) and time.monotonic() < deadline:
+            try:
+                orders = _orders(ring)
+            except Exception:  # a member still coming back: asked again
+                pass
+            else:
+                if not any(state == "open" for state in orders.values()):
+                    break
+            time.sleep(5)
+    finally:  # on an error too: no run, watcher or agent outlives the nemesis
+        if nemesis.coordinator is not None and nemesis.coordinator.poll() is None:
+            nemesis.coordinator.kill()
+        stop_runs.set()
+        runner.join(timeout=900)
+        watcher.stop.set()
+        watcher.join(timeout=30)
+        watcher_session.cluster.shutdown()
+        for agent in agents:
+            agent.stop(timeout=120)
     read, lost = _check_outputs(ring, tally.runs)
     return report(tally, orders, read, lost, time.monotonic() - started, faults_per_kind, reconfigurations, seed)
 
@@ -440,7 +473,9 @@ def report(tally: Tally, orders: dict[str, str], read: int, lost: int, seconds: 
             "coordinators_killed": sum(1 for c in tally.coordinators if c.get("killed")),
             "orders": len(orders), "orders_closed": ended["closed"], "orders_superseded": ended["superseded"],
             "orders_open": ended["open"],
-            "gossip_samples": tally.samples, "two_down_by_orders": len(tally.two_down_by_orders),
+            "faults_not_healed": sum(1 for f in tally.faults if f.detail.startswith("error:")),
+            "gossip_samples": tally.samples, "slow_answers": tally.slow_answers,
+            "two_down_by_orders": len(tally.two_down_by_orders),
             "most_members_down_at_once": tally.most_down,
         },
         "seconds": round(seconds, 1),

@@ -270,6 +270,12 @@ class HostAgent:
             self._session = self._connect()
         return self._session
 
+    def reset_session(self) -> None:
+        """Connect afresh at the next use (after the ring did not answer)."""
+        session, self._session = self._session, None
+        if session is not None:
+            session.cluster.shutdown()
+
     def heartbeat(self) -> None:
         for member in self.members:
             self.session.execute(_statement(self.session, "INSERT INTO {ks}.agents (ring, member, host, heartbeat) "
@@ -283,11 +289,13 @@ class HostAgent:
             except Exception:  # a member restarting under the write: the next beat
                 pass
 
-    def start_members(self) -> list:
+    def start_members(self, overrides: dict[str, Any] | None = None) -> list:
         """Start the members that are not running on the ring's desired configuration (the newest
-        order's overrides): a member that joins later replays no older order."""
+        order's overrides, or ``overrides`` where given; ``{}``: as they last ran): a member that
+        joins later replays no older order."""
         started = []
-        overrides = desired_overrides(self.session, self.ring)
+        if overrides is None:
+            overrides = desired_overrides(self.session, self.ring)
         for member in self.members:
             if member.is_running():
                 continue
