@@ -260,7 +260,7 @@ def cassandra_host_cert_sign(ring_ca, requests):
 @click.option("--name", default=None, help="This host's name in the ring's records (default: its hostname).")
 @click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds between polls of the orders.")
 def cassandra_host_agent(once, name, interval):
-    """Take this host's orders from the ring (resources/cassandra/orders.py) and carry them out;
+    """Take this host's orders from the ring (resources/cassandra/host_agent.py) and carry them out;
     first start any member of this host that is down, on the ring's desired configuration.
     SIGTERM stops it after the order in hand."""
     import signal
@@ -270,7 +270,7 @@ def cassandra_host_agent(once, name, interval):
 
     from asgard.resources.cassandra.hosts import launched_host_members
     from asgard.resources.cassandra.host_agent import READY_LINE
-    from asgard.resources.cassandra.orders import HostAgent
+    from asgard.resources.cassandra.host_agent import HostAgent
     from asgard.resources.stores.cql import build_cluster
 
     members = launched_host_members()

@@ -20,8 +20,9 @@ import pytest
 
 from asgard.resources.cassandra import CassandraCluster
 from asgard.resources.cassandra.hints import HintsPendingError, wait_no_pending_hints
+from asgard.resources.cassandra.host_agent import HostAgent
 from asgard.resources.cassandra.orders import (
-    HostAgent, OrderSupersededError, RingControl, UnsafeToDrainError, ensure_control_schema,
+    OrderSupersededError, RingControl, UnsafeToDrainError, ensure_control_schema,
 )
 
 FIRST_INDEX = 26

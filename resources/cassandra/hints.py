@@ -2,7 +2,7 @@
 goes down, that no member holds hints for any member but that one.
 
 The loopback ring (:meth:`~.cluster.CassandraCluster.wait_hints_delivered`) reads the members'
-hint files from their directories; the hosts' agents (:class:`~.orders.HostAgent`) ask each member
+hint files from their directories; the hosts' agents (:class:`~.host_agent.HostAgent`) ask each member
 over CQL (``system_views.pending_hints``, what ``nodetool listpendinghints`` reads). Neither source
 is to be trusted right after a member came back up:
 

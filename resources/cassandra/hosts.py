@@ -141,8 +141,8 @@ class HostRing:
         return seconds
 
     def agent(self, host):
-        """The :class:`~.orders.HostAgent` of ``host`` (its members) in this process, connected with the ring's login."""
-        from .orders import HostAgent
+        """The :class:`~.host_agent.HostAgent` of ``host`` (its members) in this process, connected with the ring's login."""
+        from .host_agent import HostAgent
 
         return HostAgent(host.name, self.members_of(host), self.session)
 
