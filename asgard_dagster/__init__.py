@@ -6,7 +6,8 @@ bigger than memory.
 """
 from .cassandra import CassandraIOManager, CassandraResource, make_purge_on_success_sensor
 from .connection import FlatConnectionFieldsError
-from .io_manager import OutputSettingError, StoreIOManager
+from .io_manager import OutputSettingError, PlacementCannotServeError, StoreIOManager
+from .placement import check_job_placements
 from .local import LocalIOManager
 from .redis import RedisIOManager, RedisResource
 from .s3 import S3IOManager, S3StoreResource, stock_s3_pickle_io_manager
@@ -14,7 +15,7 @@ from asgard.resources.stores.stream import Stream
 
 __all__ = [
     "CassandraIOManager", "CassandraResource", "FlatConnectionFieldsError", "LocalIOManager", "OutputSettingError",
-    "StoreIOManager",
+    "PlacementCannotServeError", "StoreIOManager", "check_job_placements",
     "make_purge_on_success_sensor", "RedisIOManager", "RedisResource", "S3IOManager", "S3StoreResource",
     "stock_s3_pickle_io_manager", "Stream",
 ]

@@ -32,6 +32,8 @@ from asgard.resources.stores.registry import shared_store
 from asgard.resources.stores.settings import STORAGE
 from asgard.resources.stores.stream import Stream
 
+from .output_settings import OutputSettingError, PlacementCannotServeError, _output_name  # noqa: F401 -- re-exported
+from .placement import placement_for
 from .settings import described
 
 MiB = 1024 * 1024
@@ -124,28 +126,6 @@ def readers_of(context: OutputContext) -> int:
 _topologies: dict[int, Any] = {}
 
 
-def _output_name(context: OutputContext) -> str:
-    if context.has_asset_key:
-        return f"asset {context.asset_key.to_user_string()}"
-    return f"output '{context.name}' of step '{context.step_key}'"
-
-
-class OutputSettingError(ValueError):
-    """An output's metadata sets an Asgard option to a value it cannot take.
-
-    Attributes:
-        output: which output (step and name, or asset).
-        key: the metadata key (``asgard/codec``).
-        value: the value given.
-        allowed: the values it can take.
-    """
-
-    def __init__(self, output: str, key: str, value: Any, allowed: list[str]):
-        self.output, self.key, self.value, self.allowed = output, key, value, allowed
-        super().__init__(f"{output} sets metadata {key!r} to {value!r}, which it cannot take: use one of {allowed} "
-                         "(nothing was written)")
-
-
 class OutputForSeveralPartitionsError(ValueError):
     """An asset output stands for several partitions at once (a single-run backfill over a range)."""
 
@@ -168,6 +148,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     chunk_size_bytes: int = described(STORAGE["chunk_size_bytes"])
     concurrency: int = described(STORAGE["concurrency"])
     signing_key: Optional[str] = described(STORAGE["signing_key"])
+    placement: str = described(STORAGE["placement"])
 
     @abc.abstractmethod
     def connection_settings(self) -> tuple[str, dict]:
@@ -176,7 +157,8 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     def storage_settings(self) -> dict:
         """The settings every backend shares (lifetime, codec, size limit, chunking, signing)."""
         kwargs = dict(ttl_seconds=self.ttl_seconds, codec=self.codec, serializer=self.serializer,
-                      max_object_bytes=self.max_object_bytes, concurrency=self.concurrency)
+                      max_object_bytes=self.max_object_bytes, concurrency=self.concurrency,
+                      placement=self.placement)
         if self.chunk_size_bytes:
             kwargs["chunk_size"] = self.chunk_size_bytes
         if self.signing_key is not None:
@@ -198,11 +180,12 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         store = self.store()
         key = key_for_output(context)
         codec = output_codec(context)  # the user's, per output, wins over the store's
+        placement = placement_for(context, self.placement)  # likewise; checked for the whole job first
         # a Stream is written chunk by chunk as it comes, never whole in memory
         if isinstance(obj, Stream):
             result = store.put_stream(key, obj)
-        elif codec is not None or store.auto_codec:
-            result = store.put(key, obj, codec=codec, readers=readers_of(context))
+        elif codec is not None or store.auto_codec or placement is not None:
+            result = store.put(key, obj, codec=codec, readers=readers_of(context), placement=placement)
         else:
             result = store.put(key, obj)
         m = result.manifest
@@ -222,6 +205,8 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
             "checksum": m.checksum,
             "python_type": m.python_type,
             **({"codec_reason": result.codec_reason} if result.codec_reason else {}),
+            **({"placement": result.placement, "placement_reason": result.placement_reason}
+               if result.placement_reason else {}),
         })
 
     def load_input(self, context: InputContext) -> Any:
@@ -230,7 +215,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions", False))
         # an input annotated Stream reads chunks on demand (whatever was stored: a stream or a value's bytes)
         fetch = store.open_stream if _wants_stream(context) else store.get
-        values, total_bytes, total_seconds = {}, 0, 0.0
+        values, total_bytes, total_seconds, sources = {}, 0, 0.0, []
         for partition, key in keys.items():
             try:
                 value, result = fetch(key)
@@ -243,6 +228,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
                     exc.uri, exc.ttl_seconds, f"Re-execute the step that produces it ({_producer(context)})."
                 ) from None
             values[partition] = value
+            sources.append(result)
             total_bytes += result.manifest.size
             total_seconds += result.seconds
         # the UI folds an event's metadata after its first rows: size and speed first
@@ -252,6 +238,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
             "read_seconds": MetadataValue.float(round(total_seconds, 6)),
             "backend": store.backend,
             "bytes": MetadataValue.int(total_bytes),
+            **local_copy_metadata(store, sources),
         }
         if len(keys) == 1 or not context.has_asset_key:
             context.add_input_metadata(metadata)
@@ -263,6 +250,21 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         if len(keys) == 1:
             return next(iter(values.values()), None)
         return values
+
+
+def local_copy_metadata(store: ObjectStore, results: list) -> dict:
+    """Where an input was read from, where a producer-local copy was named for this host: the
+    local copy or the ring (and why not the copy), and this process's counts so far."""
+    if not any(getattr(r, "source", "ring") != "ring" or getattr(r, "fallback", None) for r in results):
+        return {}
+    counts = store.local_copies.counts
+    return {
+        "read_from": ", ".join(sorted({r.source for r in results})),
+        **({"local_copy_fallback": ", ".join(sorted({r.fallback for r in results if r.fallback}))}
+           if any(r.fallback for r in results) else {}),
+        "local_copy_reads": MetadataValue.int(counts["read"]),
+        "local_copy_fallbacks": MetadataValue.int(sum(v for k, v in counts.items() if k.startswith("fallback_"))),
+    }
 
 
 def _wants_stream(context: InputContext) -> bool:

@@ -32,6 +32,7 @@ from .errors import (
 )
 from .manifest import Manifest, ObjectKey, crc32
 from .codec_choice import choose_codec, throughput_record
+from .local_copy import PRODUCER_LOCAL, RING, LocalCopies, PlacementChoice, check_placement, placement_of_put
 from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
 from .signing import PayloadSigner
@@ -100,6 +101,9 @@ class PutResult:
     seconds: float
     #: why the manifest's codec was chosen, where it was chosen per output (``codec="auto"``)
     codec_reason: str | None = None
+    #: ``ring``, or ``producer-local`` where a copy was kept on this host too (:mod:`.local_copy`); and why
+    placement: str = RING
+    placement_reason: str | None = None
 
     @property
     def mb_per_s(self) -> float:
@@ -112,6 +116,10 @@ class GetResult:
     uri: str
     manifest: Manifest
     seconds: float
+    #: what the bytes were read from: ``ring`` (the store) or ``local copy`` (this host's), and why a
+    #: copy the manifest names for this host was not used (``missing``, ``stale``, ``partial``, ``mismatch``)
+    source: str = "ring"
+    fallback: str | None = None
 
 
 def iter_chunks(frames: list[memoryview], chunk_size: int) -> Iterator[memoryview]:
@@ -174,6 +182,9 @@ class ObjectStore(abc.ABC):
             (one write, one read); ``None`` means one chunk (``chunk_size``), 0 never.
         signing_key: secret for HMAC-SHA256 signatures (:mod:`.signing`): every put is signed, and
             a get verifies before it unpickles and refuses unsigned objects. ``None``: unsigned.
+        placement: ``ring`` (the store only), ``producer-local`` (every put also keeps a copy on
+            this host, :mod:`.local_copy`) or ``auto`` (where the caller says every reader runs here).
+        local_reads: read a copy the manifest names for this host (False: the store, as elsewhere).
     """
 
     backend: str = "abstract"
@@ -193,6 +204,8 @@ class ObjectStore(abc.ABC):
         concurrency: int = STORAGE["concurrency"].default,
         inline_bytes: int | None = None,
         signing_key: str | bytes | None = None,
+        placement: str = STORAGE["placement"].default,
+        local_reads: bool = True,
     ):
         self._check_client_options(chunk_size, concurrency)
         if ttl_seconds < 0:
@@ -210,6 +223,14 @@ class ObjectStore(abc.ABC):
         self.concurrency = concurrency
         self.inline_bytes = inline_bytes
         self.signer: PayloadSigner | None = PayloadSigner(signing_key) if signing_key is not None else None
+        self.placement, self.local_reads = check_placement(placement), local_reads
+        self._local_copies: LocalCopies | None = None
+
+    @property
+    def local_copies(self) -> LocalCopies:
+        if self._local_copies is None:  # on first use: a subclass sets its identity after this constructor
+            self._local_copies = LocalCopies(self.identity(), self.ttl_seconds)
+        return self._local_copies
 
     def _check_client_options(self, chunk_size: int, concurrency: int) -> None:
         if not 1024 <= chunk_size <= self.max_chunk_size:
@@ -266,7 +287,8 @@ class ObjectStore(abc.ABC):
 
     @abc.abstractmethod
     def purge_scope(self, scope: str) -> None:
-        """Remove every object in ``scope`` (a run: ``run/<run_id>``) and nothing else."""
+        """Remove every object in ``scope`` (a run: ``run/<run_id>``), this host's copies of them too
+        (``self.local_copies.purge_scope``), and nothing else."""
 
     @abc.abstractmethod
     def list_paths(self, scope: str) -> list[str]:
@@ -285,8 +307,9 @@ class ObjectStore(abc.ABC):
         chosen = self.serializer if serializer in (None, self.serializer.name) else get_serializer(serializer)
         return Serialized(chosen.dumps(obj), chosen.name, f"{type(obj).__module__}.{type(obj).__qualname__}")
 
-    def put(self, key: ObjectKey, obj: Any, codec: str | None = None, readers: int = 1) -> PutResult:
-        return self.put_serialized(key, self.serialize(obj), codec, readers)
+    def put(self, key: ObjectKey, obj: Any, codec: str | None = None, readers: int = 1,
+            placement: PlacementChoice | None = None) -> PutResult:
+        return self.put_serialized(key, self.serialize(obj), codec, readers, placement)
 
     def identity(self) -> str:
         """What names this store's server and table, for records kept per store (its throughput)."""
@@ -308,10 +331,11 @@ class ObjectStore(abc.ABC):
             throughput_record().observe(self.identity(), kind, manifest.size, seconds)
 
     def put_serialized(self, key: ObjectKey, serialized: Serialized, codec: str | None = None,
-                       readers: int = 1) -> PutResult:
+                       readers: int = 1, placement: PlacementChoice | None = None) -> PutResult:
         """Store frames :meth:`serialize` made; refused before anything is written if too large.
         ``codec``: this output's (a name, or ``auto``), else the store's; ``readers``: how many
-        times it will be read, which a per-output codec choice weighs."""
+        times it will be read, which a per-output codec choice weighs; ``placement``: whether a
+        copy is kept on this host too (:mod:`.local_copy`), else as the store's setting says."""
         t0 = time.perf_counter()
         frames = serialized.frames
         frame_lengths = [f.nbytes for f in frames]
@@ -319,36 +343,51 @@ class ObjectStore(abc.ABC):
         if size > self.max_object_bytes:
             raise ObjectTooLargeError(self.uri(key), size, self.max_object_bytes)
         chosen, reason = self._codec_for(frames, codec, readers)
+        place = placement_of_put(self.placement, placement, size, self.inline_bytes)
         version = new_version()
         encoder = _ChunkEncoder(self, chosen)
-        inline = None
+        inline = copy = None
         if size <= self.inline_bytes:
             # the whole object as one chunk kept in the manifest's record: the put is one write
             joined = b"".join(frames) if len(frames) != 1 else frames[0]
             ((_, inline),) = encoder.encode([memoryview(joined).cast("B")])
         else:
-            self._write_chunks(key, version, encoder.encode(iter_chunks(frames, self.chunk_size)),
-                               -(-size // self.chunk_size))
-        manifest = Manifest(
-            version=version,
-            size=size,
-            stored_bytes=encoder.stored,
-            chunk_size=self.chunk_size,
-            chunk_sizes=encoder.sizes,
-            chunk_crcs=encoder.crcs,
-            frames=frame_lengths,
-            serializer=serialized.serializer,
-            codec=chosen.name,
-            python_type=serialized.python_type,
-            inline=inline is not None,
-            chunk_macs=encoder.macs,
-        )
-        if self.signer:
-            self.signer.sign(manifest, key)
-        self._write_manifest(key, manifest, inline)
+            count = -(-size // self.chunk_size)
+            chunks = encoder.encode(iter_chunks(frames, self.chunk_size))
+            if place.placement == PRODUCER_LOCAL:  # the stored chunks go to a file here as they go out
+                copy = self.local_copies.writer(key, count)
+                chunks = copy.tee(chunks)
+        try:
+            if inline is None:
+                self._write_chunks(key, version, chunks, count)
+            manifest = Manifest(
+                version=version,
+                size=size,
+                stored_bytes=encoder.stored,
+                chunk_size=self.chunk_size,
+                chunk_sizes=encoder.sizes,
+                chunk_crcs=encoder.crcs,
+                frames=frame_lengths,
+                serializer=serialized.serializer,
+                codec=chosen.name,
+                python_type=serialized.python_type,
+                inline=inline is not None,
+                chunk_macs=encoder.macs,
+                local_copy=self.local_copies.host if copy is not None and copy.failed is None else None,
+            )
+            if self.signer:
+                self.signer.sign(manifest, key)
+            self._write_manifest(key, manifest, inline)
+        except BaseException:
+            if copy is not None:  # no temporary file left behind a failed put
+                copy.abort()
+            raise
+        # renamed into place after the manifest: a reader finding the copy finds its manifest
+        if copy is not None and not copy.commit(manifest):
+            place = PlacementChoice(RING, f"{place.reason}; the local copy failed ({copy.failed}): the store has it")
         seconds = time.perf_counter() - t0
         self._observe("write", manifest, seconds)
-        return PutResult(key, self.uri(key), manifest, seconds, reason)
+        return PutResult(key, self.uri(key), manifest, seconds, reason, place.placement, place.reason or None)
 
     def put_stream(self, key: ObjectKey, pieces: Iterable) -> PutResult:
         """Store the bytes of ``pieces`` (a :class:`~.stream.Stream` or any iterable of bytes-like)
@@ -419,6 +458,7 @@ class ObjectStore(abc.ABC):
     def get(self, key: ObjectKey) -> tuple[Any, GetResult]:
         """The stored value and how it was read. Retries once if a rewrite raced the read."""
         t0 = time.perf_counter()
+        source, fallback = "ring", None
         for attempt in range(2):
             head = self._head(key)
             if head is None:
@@ -431,7 +471,10 @@ class ObjectStore(abc.ABC):
                     # buffer from _read_manifest is this read's own (received into), used as is
                     buffer = raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw)
                 else:
-                    buffer = self._assemble(key, manifest)
+                    buffer, fallback = self._read_local(key, manifest)
+                    source = "ring" if buffer is None else "local copy"
+                    if buffer is None:
+                        buffer = self._assemble(key, manifest)
                 break
             except ObjectMissingError:
                 if attempt == 1 or self.read_manifest(key) == manifest:
@@ -444,7 +487,14 @@ class ObjectStore(abc.ABC):
         self._observe("read", manifest, time.perf_counter() - t0)  # the bytes' transfer, before unpickling
         serializer = get_serializer(manifest.serializer) if manifest.serializer != self.serializer.name else self.serializer
         value = serializer.loads(frames)
-        return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0)
+        return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback)
+
+    def _read_local(self, key: ObjectKey, manifest: Manifest) -> tuple[memoryview | None, str | None]:
+        """``(bytes, None)`` from this host's copy where the manifest names it, else ``(None, why or None)``."""
+        if not self.local_reads or manifest.local_copy is None or manifest.local_copy != self.local_copies.host:
+            return None, None
+        decode = lambda i, data: self._decode_chunk(key, manifest, i, data)  # noqa: E731 -- checks as the ring's
+        return self.local_copies.read(key, manifest, decode, output_buffer)
 
     def _codec_of(self, manifest: Manifest) -> Codec:
         return get_codec(manifest.codec) if manifest.codec != self.codec.name else self.codec
@@ -505,6 +555,7 @@ class ObjectStore(abc.ABC):
 
     def delete(self, key: ObjectKey) -> None:
         self._delete_key(key)
+        self.local_copies.delete(key)
 
 
 #: objects above this size are read into memory mapped and faulted in at once, not numpy's

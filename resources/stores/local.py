@@ -90,6 +90,7 @@ class LocalObjectStore(ObjectStore):
 
     def purge_scope(self, scope: str) -> None:
         shutil.rmtree(self.root / scope, ignore_errors=True)
+        self.local_copies.purge_scope(scope)  # this host's copies go with the files
 
     def list_paths(self, scope: str) -> list[str]:
         base = self.root / scope

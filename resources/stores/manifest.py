@@ -59,6 +59,9 @@ class Manifest:
     chunk_macs: list[str] | None = None  # HMAC-SHA256 of each chunk as stored (signed stores)
     signer: str | None = None  # id of the signing key
     signature: str | None = None  # HMAC-SHA256 over the object's key and this manifest
+    #: the host keeping a producer-local copy (:mod:`.local_copy`), a hint for readers: unsigned,
+    #: as the copy's chunks are checked against the signed checksums and MACs
+    local_copy: str | None = None
 
     @property
     def chunks(self) -> int:
@@ -71,7 +74,10 @@ class Manifest:
 
     def to_bytes(self) -> bytes:
         # the fields are plain values: vars() is asdict() without its deep copy (150 us a put)
-        return json.dumps(vars(self), separators=(",", ":")).encode()
+        fields = vars(self)
+        if self.local_copy is None:  # absent, not null: readers of earlier versions take the manifest
+            fields = {k: v for k, v in fields.items() if k != "local_copy"}
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "") -> "Manifest":
@@ -112,8 +118,8 @@ class Manifest:
             return "it says it is inline but lists other than one chunk"
         if not (self.chunk_macs is None or (type(self.chunk_macs) is list and all(isinstance(m, str) for m in self.chunk_macs))):
             return "its chunk MACs are not a list of strings"
-        if not all(v is None or isinstance(v, str) for v in (self.signer, self.signature)):
-            return "its signer or signature is not a string"
+        if not all(v is None or isinstance(v, str) for v in (self.signer, self.signature, self.local_copy)):
+            return "its signer, signature or local copy's host is not a string"
         return None
 
 

@@ -299,6 +299,7 @@ class RedisObjectStore(ObjectStore):
 
     def purge_scope(self, scope: str) -> None:
         self._unlink(scope, self._scope_members(scope), drop_index=True)
+        self.local_copies.purge_scope(scope)  # this host's copies go with the keys
 
     def list_paths(self, scope: str) -> list[str]:
         head, tail = f"{self.key_prefix}:{scope}:", f":{MANIFEST}"

@@ -286,6 +286,7 @@ class S3ObjectStore(ObjectStore):
 
     def purge_scope(self, scope: str) -> None:
         self._delete_names(list(self._list(self.scope_prefix(scope))))
+        self.local_copies.purge_scope(scope)  # this host's copies go with the objects
 
     def list_paths(self, scope: str) -> list[str]:
         head, tail = self.scope_prefix(scope), "/" + MANIFEST

@@ -89,6 +89,11 @@ STORAGE = SettingGroup("storage", [
             "re-running from a failure, which reads the earlier run's outputs."),
     Setting("codec", "str", "none", "Chunk compression: 'none', 'lz4' or 'zstd'; 'auto' chooses per output "
             "(1 MiB or more) from a trial on a sample of it and the store's measured throughput."),
+    Setting("placement", "str", "ring",
+            "Where outputs live relative to their readers: 'ring' (the store only), 'producer-local' (the store, "
+            "and a copy on the producer's host that readers there use after checking it against the manifest), "
+            "'auto' (producer-local for an output whose readers all run on the producer's host, as the job's "
+            "executor and topology say)."),
     Setting("max_object_bytes", "int", 2 << 30,
             "Largest serialized object accepted; a larger one fails before anything is written."),
     Setting("chunk_size_bytes", "int", 0, "Bytes per chunk; 0 uses the backend's default."),

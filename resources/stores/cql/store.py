@@ -412,6 +412,7 @@ class CassandraObjectStore(ObjectStore):
     def purge_scope(self, scope: str) -> None:
         self._delete_listed(scope, self._index(scope))
         self._run("delete_index_scope", (scope,))
+        self.local_copies.purge_scope(scope)  # this host's copies go with the rows
 
     def list_paths(self, scope: str) -> list[str]:
         return sorted({r.path for r in self._index(scope) if r.committed})

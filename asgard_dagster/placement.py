@@ -1,0 +1,153 @@
+"""Where each output lives relative to the steps that read it (issue 37, the placement lever).
+
+An output placed ``producer-local`` is stored as always and, besides, kept as a file on the
+producer's host, which readers on that host use (``asgard.resources.stores.local_copy``). With
+the IO manager's ``placement="auto"``, an output gets it where the job's executor and topology
+say every step reading it runs on the producer's host:
+
+* the in-process and multiprocess executors run every step on one host: always;
+* dagster-celery's executor only where the producer and every reader are tagged
+  ``dagster-celery/queue`` with the same queue, other than the shared default ``dagster`` (the
+  project's workers take their host's queue and the shared one: a named queue is one host's);
+* any other executor: where its steps run is not known here, so the ring.
+
+An output's own ``Out(metadata={"asgard/placement": "ring" | "producer-local" | "auto"})``
+wins. A ``producer-local`` that cannot serve (readers that may run on other hosts) fails the run
+when its first step starts to store an output, before anything is written
+(:class:`~.output_settings.PlacementCannotServeError`); so does a value that is not a placement
+(:class:`~.output_settings.OutputSettingError`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import JobDefinition, OutputContext
+
+from asgard.resources.stores.local_copy import (
+    AUTO_PLACEMENT, PLACEMENTS, PRODUCER_LOCAL, RING, PlacementChoice, choose_placement,
+)
+
+from .output_settings import OutputSettingError, PlacementCannotServeError, _output_name
+
+#: an output's metadata key naming its placement
+PLACEMENT_METADATA_KEY = "asgard/placement"
+#: executors that run every step of a run on the launching host
+ONE_HOST_EXECUTORS = ("in_process", "multiprocess", "multi_or_in_process")
+#: dagster-celery's executor, its op tag naming a step's queue, and the queue of an untagged step
+CELERY_EXECUTOR, CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE = "celery", "dagster-celery/queue", "dagster"
+
+
+def _requested(metadata: dict | None) -> str | None:
+    value = (metadata or {}).get(PLACEMENT_METADATA_KEY)
+    return None if value is None else getattr(value, "value", value)  # a MetadataValue.text
+
+
+def _checked(output: str, metadata: dict | None) -> str | None:
+    value = _requested(metadata)
+    if value is not None and value not in PLACEMENTS:
+        raise OutputSettingError(output, PLACEMENT_METADATA_KEY, value, list(PLACEMENTS))
+    return value
+
+
+def _leaves(job: JobDefinition) -> dict:
+    from .topology import _leaf_nodes
+
+    return _leaf_nodes(job.graph)
+
+
+def _readers(job: JobDefinition) -> dict[tuple[str, str], list[str]]:
+    """``{(producer op path, output): [reader op paths]}`` from the job's dependencies."""
+    from .topology import _dependencies
+
+    readers: dict[tuple[str, str], list[str]] = {}
+    for consumer, _input, dep in _dependencies(job.graph):
+        kind = type(dep).__name__
+        if kind == "DependencyDefinition":
+            sources = [(dep.node, dep.output)]
+        elif kind == "DynamicCollectDependencyDefinition":
+            sources = [(dep.node_name, dep.output_name)]
+        elif kind == "MultiDependencyDefinition":
+            sources = [(d.node, d.output) for d in dep.get_node_dependencies()]
+        else:
+            sources = []
+        for source in sources:
+            readers.setdefault(source, []).append(consumer)
+    return readers
+
+
+def readers_on_producer_host(job: JobDefinition, producer: str, output: str,
+                             run_tags: dict | None = None) -> tuple[bool | None, str]:
+    """Whether every step reading ``producer``'s ``output`` runs on the producer's host, as the
+    job's executor and topology say, and why (None: no step of the job reads it)."""
+    readers = _analysis(job)["readers"].get((producer, output), [])
+    if not readers:
+        return None, "no step of this job reads it"
+    executor = job.executor_def.name
+    if executor in ONE_HOST_EXECUTORS:
+        return True, f"the {executor} executor runs its {len(readers)} reader(s) on the producer's host"
+    if executor != CELERY_EXECUTOR:
+        return False, f"the {executor} executor: where its steps run is not known here"
+    leaves = _analysis(job)["leaves"]
+
+    def queue(path: str) -> str:
+        tags = {**(job.tags or {}), **(run_tags or {}), **leaves[path].tags}
+        return tags.get(CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE)
+
+    mine = queue(producer)
+    elsewhere = {r: queue(r) for r in readers if queue(r) != mine}
+    if mine == CELERY_DEFAULT_QUEUE:
+        return False, (f"the celery executor may run {producer} and its readers on any host: {producer} is on the "
+                       f"shared queue '{CELERY_DEFAULT_QUEUE}', not one host's")
+    if elsewhere:
+        return False, (f"the celery executor routes {producer} to queue '{mine}' but its readers "
+                       + ", ".join(f"{r} to '{q}'" for r, q in sorted(elsewhere.items())))
+    return True, (f"the celery executor routes {producer} and its {len(readers)} reader(s) to queue '{mine}', "
+                  "one host's")
+
+
+_analyses: dict[int, dict] = {}
+
+
+def _analysis(job: JobDefinition) -> dict:
+    """The job's ops and readers, once per job definition in a process."""
+    found = _analyses.get(id(job))
+    if found is None or found["job"] is not job:
+        found = _analyses[id(job)] = {"job": job, "leaves": _leaves(job), "readers": _readers(job)}
+    return found
+
+
+def check_job_placements(job: JobDefinition, run_tags: dict | None = None) -> None:
+    """Raise for the first output of ``job`` whose ``asgard/placement`` is not a placement
+    (``OutputSettingError``) or is ``producer-local`` where its readers may run on other hosts
+    (``PlacementCannotServeError``). The IO manager calls it before it stores anything; call
+    it at definition time to fail sooner."""
+    for path, node in _analysis(job)["leaves"].items():
+        for out in node.definition.output_defs:
+            where = f"output '{out.name}' of op '{path}'"
+            if _checked(where, out.metadata) != PRODUCER_LOCAL:
+                continue
+            same, why = readers_on_producer_host(job, path, out.name, run_tags)
+            if same is False:
+                raise PlacementCannotServeError(
+                    where, PLACEMENT_METADATA_KEY, PRODUCER_LOCAL, why,
+                    f"Tag {path} and every op reading it with the same '{CELERY_QUEUE_TAG}' (one host's queue), "
+                    f"or set {PLACEMENT_METADATA_KEY!r} to 'auto' or 'ring'")
+
+
+def placement_for(context: OutputContext, setting: str) -> PlacementChoice | None:
+    """The placement of the output ``context`` stores: its own metadata's, else the IO manager's
+    ``setting`` (``auto`` decided here); None leaves it to the store (``ring``, nothing to show)."""
+    requested = _checked(_output_name(context), context.definition_metadata)
+    if requested is None and setting != AUTO_PLACEMENT:
+        return None if setting != PRODUCER_LOCAL else PlacementChoice(PRODUCER_LOCAL, "the IO manager's placement")
+    try:
+        step = context.step_context
+        job, run_tags = step.job_def, dict(step.dagster_run.tags or {})
+    except Exception:  # an OutputContext built by hand (build_output_context): no job around it
+        return choose_placement(requested or setting, None, "no job around it")
+    check_job_placements(job, run_tags)
+    if context.has_asset_key and requested is None:
+        return PlacementChoice(RING, "auto: an asset is read by later runs, on any host")
+    node = context.step_key.split("[", 1)[0]
+    same, why = readers_on_producer_host(job, node, context.name, run_tags)
+    return choose_placement(requested or AUTO_PLACEMENT, same, why)
