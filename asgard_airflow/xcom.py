@@ -64,6 +64,7 @@ from .errors import (
     XComBackendConfigError, XComStoreUnavailableError, XComValueCorruptError, XComValueMissingError,
     XComValueTamperedError, XComValueTooLargeError, describe,
 )
+from .placement import placement_for
 from .settings import Settings, configured_store, read_settings
 
 log = logging.getLogger(__name__)
@@ -278,10 +279,11 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     for okey, piece in zip(keys, pieces):  # the size guard, before anything (the run's marker too) is written
         if piece.size > store.max_object_bytes:
             raise XComValueTooLargeError(where, store.uri(okey), piece.size, store.max_object_bytes)
+    placement = placement_for(store.placement, where["dag_id"], where["task_id"])  # auto: its readers, the executor
     try:
         _mark_run(store, where["dag_id"], where["run_id"])
-        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i]), range(len(keys)),
-                                   min(settings.object_concurrency, len(keys))))
+        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i], placement=placement),
+                                   range(len(keys)), min(settings.object_concurrency, len(keys))))
     except StoreUnavailableError as exc:
         raise XComStoreUnavailableError(where, exc, writing=True) from exc
     formats = ["json" if p.serializer == "json" else "pickle" for p in pieces]
@@ -295,6 +297,9 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
            "format": formats[0] if len(set(formats)) == 1 else "mixed", "signed": store.signer is not None,
            "python_type": f"{type(value).__module__}.{type(value).__qualname__}", "created_at": _iso(created),
            "expires_at": _iso(created + store.ttl_seconds), **where}
+    if any(r.placement_reason for r in results):  # where it lives relative to its readers, and why
+        ref.update(placement=",".join(sorted({r.placement for r in results})),
+                   placement_reason=next(r.placement_reason for r in results if r.placement_reason))
     if per_item:
         ref.update(items=len(manifests), item_bytes=[m.size for m in manifests],
                    item_checksums=[f"crc32:{m.checksum}" for m in manifests])
@@ -449,8 +454,10 @@ def _log_read(ref: dict, where: dict, got) -> None:
     # a task log line per large value; a small one's at debug (a line through Airflow's task
     # logging cost about as much as the read itself at 10 KiB)
     m = got.manifest
-    log.log(logging.INFO if m.size >= LOGGED_READ_BYTES else logging.DEBUG, "Read %s from %s: %d bytes in %.3f s",
-            describe(where), ref.get("uri", ""), m.size, got.seconds)
+    source = {"local copy": " (its local copy on this host)"}.get(got.source, "") + (
+        f" (its local copy: {got.fallback}, the ring served)" if got.fallback else "")
+    log.log(logging.INFO if m.size >= LOGGED_READ_BYTES else logging.DEBUG, "Read %s from %s%s: %d bytes in %.3f s",
+            describe(where), ref.get("uri", ""), source, m.size, got.seconds)
 
 
 def load_reference(ref: dict, item: int | None = None) -> Any:

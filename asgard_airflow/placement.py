@@ -1,0 +1,89 @@
+"""Where a task's stored XCom lives relative to the tasks that read it (``[asgard] placement``).
+
+``ring`` and ``producer-local`` apply to every value as the store's setting
+(``asgard.resources.stores.local_copy``). ``auto`` decides per value from the task pushing it and
+the executor: a value whose downstream tasks all run on this host gets a producer-local copy.
+
+* the LocalExecutor (and the SequentialExecutor, and ``airflow dags test``'s in-process runs) runs
+  every task on one host: always;
+* the CeleryExecutor only where the task and every downstream task name the same ``queue`` other
+  than ``[operators] default_queue`` (the project's workers take their host's queue and the shared
+  one: a named queue is one host's);
+* any other executor: where its tasks run is not known here, so the ring.
+
+The decision and its reason go into the XCom's reference row (``placement``, ``placement_reason``),
+which the task's rendered XCom shows.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from asgard.resources.stores.local_copy import AUTO_PLACEMENT, PlacementChoice, choose_placement
+
+ONE_HOST_EXECUTORS = ("LocalExecutor", "SequentialExecutor")
+CELERY_EXECUTOR = "CeleryExecutor"
+#: how far up the call stack the pushing task instance is looked for (the task runner is ~10 frames up)
+MAX_FRAMES = 40
+
+
+def _current_task(dag_id: str | None, task_id: str | None) -> Any | None:
+    """The task pushing the value, None where none is found (a value pushed by hand).
+
+    Airflow hands an XCom backend the task's ids, not the task, and pushes a task's return value
+    after its context is gone (``get_current_context`` fails there): the task instance is found
+    on the call stack (the task runner's ``ti``, whose ``task`` has the downstream tasks)."""
+    import sys
+
+    frame = sys._getframe(1)
+    for _ in range(MAX_FRAMES):
+        if frame is None:
+            return None
+        ti = frame.f_locals.get("ti")
+        task = getattr(ti, "task", None)
+        if task is not None and getattr(task, "task_id", None) == task_id and getattr(ti, "dag_id", dag_id) == dag_id:
+            return task
+        frame = frame.f_back
+    return None
+
+
+def _executor(task: Any) -> str:
+    """The executor that runs ``task``: its own, else the first one ``[core] executor`` names."""
+    from airflow.sdk.configuration import conf
+
+    named = getattr(task, "executor", None) or (conf.get("core", "executor", fallback="") or "LocalExecutor")
+    return named.split(",")[0].strip().rsplit(".", 1)[-1]
+
+
+def readers_on_this_host(task: Any) -> tuple[bool | None, str]:
+    """Whether every task downstream of ``task`` runs on its host, and why (None: none is)."""
+    readers = list(getattr(task, "downstream_list", []) or [])
+    if not readers:
+        return None, "no task downstream of it"
+    executor = _executor(task)
+    if executor in ONE_HOST_EXECUTORS:
+        return True, f"the {executor} runs its {len(readers)} downstream task(s) on this host"
+    if executor != CELERY_EXECUTOR:
+        return False, f"the {executor}: where its tasks run is not known here"
+    from airflow.sdk.configuration import conf
+
+    shared = conf.get("operators", "default_queue", fallback="default")
+    mine = getattr(task, "queue", None) or shared
+    if mine == shared:
+        return False, f"the CeleryExecutor may run {task.task_id} and its readers on any host: queue '{shared}' is shared"
+    elsewhere = {t.task_id: t.queue for t in readers if (getattr(t, "queue", None) or shared) != mine}
+    if elsewhere:
+        return False, (f"the CeleryExecutor routes {task.task_id} to queue '{mine}' but "
+                       + ", ".join(f"{r} to '{q}'" for r, q in sorted(elsewhere.items())))
+    return True, f"the CeleryExecutor routes {task.task_id} and its {len(readers)} reader(s) to queue '{mine}', one host's"
+
+
+def placement_for(setting: str, dag_id: str | None, task_id: str | None) -> PlacementChoice | None:
+    """The placement of the value task ``task_id`` pushes: None leaves it to the store's
+    ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here."""
+    if setting != AUTO_PLACEMENT:
+        return None
+    task = _current_task(dag_id, task_id)
+    if task is None:
+        return choose_placement(AUTO_PLACEMENT, None, "no task around it")
+    same, why = readers_on_this_host(task)
+    return choose_placement(AUTO_PLACEMENT, same, why)

@@ -1,0 +1,63 @@
+"""``[asgard] placement = auto`` in a real ``airflow dags test`` run against the local Cassandra node
+(asgard_airflow/placement.py): the 8 MiB value of tests/airflow_dags/asgard_big_small.py, read by a
+task on the same host, gets a producer-local copy (its reference row says so and why), the reader
+reads it through that copy, and the ring still holds it whole."""
+from __future__ import annotations
+
+import numpy as np
+
+from asgard.resources.stores.base import ObjectKey
+from asgard.resources.stores.registry import open_store
+
+from .airflow_support import REPO, dags_test, make_home, purge, xcom_rows
+
+KEYSPACE = "asgard_airflow_test"
+
+
+def test_auto_keeps_a_copy_where_the_reader_runs_and_the_reader_uses_it(cassandra_node, tmp_path, monkeypatch):
+    asgard_home = tmp_path / "host"
+    monkeypatch.setenv("ASGARD_HOME", str(asgard_home))  # this test's host root, in its processes and here
+    home = make_home(tmp_path / "airflow_home", AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "tests" / "airflow_dags"),
+                     AIRFLOW__ASGARD__KEYSPACE=KEYSPACE, AIRFLOW__ASGARD__PLACEMENT="auto",
+                     ASGARD_HOME=str(asgard_home))
+    try:
+        code, text, run_id = dags_test(home, "asgard_big_small")
+        assert code == 0 and "ASGARD-CHECK big ok" in text, text[-5000:]
+        ref = xcom_rows(home, "asgard_big_small", run_id)[("produce_big", -1, "return_value")]
+        assert ref["placement"] == "producer-local", ref
+        assert "runs its 1 downstream task(s) on this host" in ref["placement_reason"], ref
+        assert "(its local copy on this host)" in text, text[-5000:]
+        # the ring is the source of truth: a store that never reads local copies finds it whole
+        ring = open_store("cassandra", keyspace=KEYSPACE, local_reads=False)
+        value, got = ring.get(ObjectKey(ref["scope"], ref["path"]))
+        assert got.source == "ring" and np.array_equal(value, np.arange(1024 * 1024, dtype=np.float64))
+        assert open_store("cassandra", keyspace=KEYSPACE).local_copies.path(ObjectKey(ref["scope"], ref["path"])).is_file()
+    finally:
+        purge(home)
+
+
+def test_on_celery_only_a_reader_on_the_producers_own_queue_shares_its_host(monkeypatch):
+    """The CeleryExecutor's placement of tasks, read from a DAG's definition (no worker runs)."""
+    import pendulum
+    from airflow.sdk import DAG
+    from airflow.providers.standard.operators.empty import EmptyOperator
+
+    from asgard_airflow.placement import placement_for, readers_on_this_host
+
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "CeleryExecutor")
+    with DAG("asgard_placement_queues", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+        produce = EmptyOperator(task_id="produce", queue="asgard-h1")
+        pinned = EmptyOperator(task_id="pinned", queue="asgard-h1")
+        produce >> pinned
+        shared = EmptyOperator(task_id="shared")
+        apart = EmptyOperator(task_id="apart", queue="asgard-h2")
+        shared >> apart
+        alone = EmptyOperator(task_id="alone", queue="asgard-h1")
+        alone >> [EmptyOperator(task_id="near", queue="asgard-h1"), EmptyOperator(task_id="far", queue="asgard-h3")]
+    assert readers_on_this_host(produce) == (True, "the CeleryExecutor routes produce and its 1 reader(s) to queue "
+                                                   "'asgard-h1', one host's")
+    assert readers_on_this_host(shared)[0] is False and "'default' is shared" in readers_on_this_host(shared)[1]
+    assert readers_on_this_host(alone) == (False, "the CeleryExecutor routes alone to queue 'asgard-h1' but far to "
+                                                  "'asgard-h3'")
+    assert readers_on_this_host(apart) == (None, "no task downstream of it")
+    assert placement_for("ring", "asgard_placement_queues", "produce") is None  # the store's own setting
