@@ -5,6 +5,7 @@ reads it through that copy, and the ring still holds it whole."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from asgard.resources.stores.base import ObjectKey
 from asgard.resources.stores.registry import open_store
@@ -36,6 +37,7 @@ def test_auto_keeps_a_copy_where_the_reader_runs_and_the_reader_uses_it(cassandr
         purge(home)
 
 
+@pytest.mark.fast  # no server: definitions only
 def test_on_celery_only_a_reader_on_the_producers_own_queue_shares_its_host(monkeypatch):
     """The CeleryExecutor's placement of tasks, read from a DAG's definition (no worker runs)."""
     import pendulum

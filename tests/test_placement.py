@@ -93,6 +93,7 @@ def test_a_forced_producer_local_its_readers_cannot_use_fails_before_anything_is
         assert cassandra_store.list_paths(f"run/{result.run_id}") == []
 
 
+@pytest.mark.fast  # no server: definitions only
 def test_on_celery_only_a_reader_pinned_to_the_producers_queue_shares_its_host():
     """dagster-celery's placement of steps, read from the job's definition (no worker runs)."""
     from dagster import Out
@@ -129,6 +130,7 @@ def test_on_celery_only_a_reader_pinned_to_the_producers_queue_shares_its_host()
         assert readers_on_producer_host(the_job, "produce", "result")[0] is False
 
 
+@pytest.mark.fast  # no server: definitions only
 def test_copies_older_than_the_ttl_and_dead_producers_temporary_files_are_swept(tmp_path, monkeypatch):
     monkeypatch.setenv("ASGARD_HOME", str(tmp_path))
     copies = LocalCopies("a store", ttl_seconds=3600)

@@ -122,8 +122,7 @@ class LocalCopies:
         self._swept = False
 
     def path(self, key: ObjectKey) -> Path:
-        # one component each: a scope or path with "/" or ".." cannot leave the root
-        return self.root / quote(key.scope, safe="") / (quote(key.path, safe="") + ".copy")
+        return self.root / _component(key.scope) / (_component(key.path) + ".copy")
 
     # --- writing ----------------------------------------------------------------------------
     def writer(self, key: ObjectKey, chunks: int) -> "CopyWriter":
@@ -207,7 +206,7 @@ class LocalCopies:
 
     def purge_scope(self, scope: str) -> None:
         """Remove this host's copies of ``scope`` (the store's purge removes its rows)."""
-        shutil.rmtree(self.root / quote(scope, safe=""), ignore_errors=True)
+        shutil.rmtree(self.root / _component(scope), ignore_errors=True)
 
 
 class CopyWriter:
@@ -304,6 +303,11 @@ class CopyWriter:
                 os.unlink(self._tmp)
             except OSError:
                 pass
+
+
+def _component(text: str) -> str:
+    """``text`` as one file name: with "/" and "." escaped, no scope or path can leave the root."""
+    return quote(text, safe="").replace(".", "%2E")
 
 
 def _header_pages(chunks: int) -> int:
