@@ -8,6 +8,8 @@
     asgard bench drivers [--json]    the Cassandra store on cassandra-driver against scylla-driver
     asgard bench xcom [--json]       Airflow XCom push+pull: Cassandra, the object-storage backend, the database
     asgard bench nemesis [--json]    faults at random on a ring across 3 hosts under runs and reconfigurations
+    asgard bench slow-replica [--json]  other connections' p99 beside requests waiting on a slow replica
+    asgard bench keep-rows-heap [--json]  heap held by reads in flight under local-read-keep-rows
     asgard bench load | startup | report
 """
 from __future__ import annotations
@@ -270,6 +272,55 @@ def bench_nemesis(faults_per_kind, reconfigurations, seed, heap, as_json):
     if (outcomes["runs_failed"] or outcomes["outputs_lost"] or outcomes["two_down_by_orders"] or outcomes["orders_open"]
             or outcomes["faults_not_healed"]):
         raise SystemExit(1)
+
+
+@bench.command("slow-replica")
+@click.option("--rounds", type=int, default=6, show_default=True, help="Rounds, alternating the two rings.")
+@click.option("--requests", type=int, default=1500, show_default=True, help="Timed requests of the other connection a round.")
+@click.option("--delay-ms", type=int, default=20, show_default=True, help="Delay of every message to the slow replica.")
+@click.option("--waiting-connections", type=int, default=4, show_default=True,
+              help="Sessions whose writes at ALL wait for the slow replica.")
+@click.option("--in-flight", type=int, default=2, show_default=True, help="Writes outstanding per waiting session.")
+@click.option("--heap", default="512M", show_default=True, help="Heap of each member.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_slow_replica(rounds, requests, delay_ms, waiting_connections, in_flight, heap, as_json):
+    """Other connections' p99 beside requests waiting on one slow replica: patched / release (RF 3)."""
+    from .slow_replica import print_report, run_slow_replica
+
+    if rounds < 2 or requests < 100 or delay_ms < 0 or waiting_connections < 1 or in_flight < 1:
+        raise click.BadParameter("--rounds >= 2, --requests >= 100, --delay-ms >= 0, --waiting-connections >= 1, "
+                                 "--in-flight >= 1")
+    rep = run_slow_replica(rounds, requests, delay_ms, waiting_connections, in_flight, heap,
+                           progress=None if as_json else lambda line: click.echo(line, err=True))
+    if as_json:
+        click.echo(json.dumps(rep, indent=2, default=str))
+    else:
+        print_report(rep)
+
+
+@bench.command("keep-rows-heap")
+@click.option("--rounds", type=int, default=3, show_default=True)
+@click.option("--wide-rows", type=int, default=100_000, show_default=True, help="Rows of 64 B in the wide partition.")
+@click.option("--tombstones", type=int, default=50_000, show_default=True,
+              help="Rows deleted one by one in the tombstone-heavy partition.")
+@click.option("--blobs", type=int, default=8, show_default=True, help="1 MiB cells in the store-shaped partition.")
+@click.option("--in-flight", type=int, default=8, show_default=True, help="Concurrent reads.")
+@click.option("--samples", type=int, default=5, show_default=True, help="Live-heap samples a round.")
+@click.option("--heap", default="1G", show_default=True, help="Heap of each node.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_keep_rows_heap(rounds, wide_rows, tombstones, blobs, in_flight, samples, heap, as_json):
+    """Heap held by reads in flight under the patch local-read-keep-rows: bounded, unbounded, serialized."""
+    from .keep_rows_heap import print_report, run_keep_rows_heap
+
+    if rounds < 1 or wide_rows < 1 or not 1 <= tombstones < 100_000 or blobs < 1 or in_flight < 1 or samples < 1:
+        raise click.BadParameter("--rounds, --wide-rows, --blobs, --in-flight, --samples >= 1; --tombstones from 1 "
+                                 "to 99999 (Cassandra fails a read past 100000 tombstones)")
+    rep = run_keep_rows_heap(rounds, wide_rows, tombstones, blobs, in_flight, samples, heap,
+                             progress=None if as_json else lambda line: click.echo(line, err=True))
+    if as_json:
+        click.echo(json.dumps(rep, indent=2, default=str))
+    else:
+        print_report(rep)
 
 
 @bench.command("report")

@@ -149,6 +149,55 @@ def _events(instance):
     return [r.event_log_entry.dagster_event for r in records]
 
 
+def test_requests_that_may_wait_for_another_node_leave_the_event_loop(ring):
+    """Patch native-inline on a ring (issue 38, part 7): a request runs on its connection's event
+    loop only where it cannot wait for another node. A write at QUORUM to a keyspace of RF 3 waits
+    for a remote replica, so each one goes to the request pool (Native-Transport-Requests counts
+    it), however small; a read of ``system.local`` (LocalStrategy: every replica is this node)
+    stays on the loop. On the release's classes, or with the patch off, both go to the pool."""
+    import uuid
+    from pathlib import Path
+
+    from cassandra import ConsistencyLevel
+
+    from asgard.resources.cassandra.nodetool import pool_completed
+    from asgard_bench.slow_replica import coordinator_session
+
+    first = ring.nodes[0]
+    cluster, session = coordinator_session(first.address)  # every request coordinated by the first member
+    try:
+        session.execute("CREATE KEYSPACE IF NOT EXISTS asgard_ring_inline WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        session.execute("CREATE TABLE IF NOT EXISTS asgard_ring_inline.kv (k uuid PRIMARY KEY, v blob)")
+        write = session.prepare("INSERT INTO asgard_ring_inline.kv (k, v) VALUES (?, ?)")
+        write.consistency_level = ConsistencyLevel.QUORUM
+        local = session.prepare("SELECT release_version FROM system.local WHERE key = 'local'")
+        count, keys = 150, [uuid.uuid4() for _ in range(150)]
+
+        def pool_ran(requests) -> int:
+            before = pool_completed(first.nodetool("tpstats")).get("Native-Transport-Requests", 0)
+            for request in requests:
+                request()
+            return pool_completed(first.nodetool("tpstats")).get("Native-Transport-Requests", 0) - before
+
+        writes = pool_ran([lambda k=k: session.execute(write, (k, b"x" * 100)) for k in keys])
+        reads = pool_ran([lambda: session.execute(local)] * count)
+        check = session.prepare("SELECT k FROM asgard_ring_inline.kv WHERE k = ?")
+        check.consistency_level = ConsistencyLevel.QUORUM
+        assert all(session.execute(check, (k,)).one() is not None for k in keys)
+    finally:
+        session.execute("DROP KEYSPACE IF EXISTS asgard_ring_inline")
+        cluster.shutdown()
+    argv = Path(f"/proc/{first.pid()}/cmdline").read_bytes().split(b"\0")
+    # the patch is loaded where the project's patch jar is on the class path, and on where the flag is set
+    patched = any(b"patches.jar" in arg for arg in argv) and b"-Dasgard.native_inline=true" in argv
+    log = (first.workdir / "logs" / "system.log").read_text(errors="replace").rsplit("Cassandra version:", 1)[-1]
+    assert ("asgard patch native-inline: client requests that cannot wait for another node" in log) == patched
+    # every write went to the pool in both cases (a few background tasks may add to the count)
+    assert writes >= count, (writes, patched)
+    assert (reads <= 10) if patched else reads >= count, (reads, patched)
+
+
 def test_bench_io_on_the_ring_reports_each_instance(ring):
     """Last in this module: the bench stops the ring it ran on."""
     from asgard.cli import main
@@ -178,3 +227,4 @@ def test_no_instance_spins_on_its_default_role_setup(ring):
             log.seek(ring.log_offsets[node.address])
             retries = sum(1 for line in log if b"skipped default role setup" in line)
         assert retries <= 10 * seconds, (node.address, retries, seconds)
+

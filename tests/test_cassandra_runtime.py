@@ -11,7 +11,7 @@ import yaml
 from asgard_dagster import CassandraIOManager, CassandraResource
 from asgard.resources.cassandra import CassandraCluster, CassandraNode
 from asgard.resources.cassandra.config import base_config, render_config, token_for
-from asgard.resources.cassandra.nodetool import ring_status
+from asgard.resources.cassandra.nodetool import pool_completed, ring_status
 from asgard.resources.numa import NumaPlanError, format_cpulist, numa_nodes, numactl_prefix
 from asgard.resources.process import ManagedServer
 from asgard.resources.stores import ObjectKey, StoreUnavailableError
@@ -99,13 +99,7 @@ def test_the_node_runs_the_projects_patch_to_cassandra(node2):
 
 
 def _completed_tasks(node) -> dict[str, int]:
-    """``nodetool tpstats``: tasks each pool's workers ran (a task run on the caller's thread is not counted)."""
-    done = {}
-    for line in node.nodetool("tpstats").splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[1].isdigit() and fields[2].isdigit() and fields[3].isdigit():
-            done[fields[0]] = int(fields[3])
-    return done
+    return pool_completed(node.nodetool("tpstats"))
 
 
 def test_client_requests_run_to_completion_on_one_thread(node2):
@@ -142,7 +136,8 @@ def test_client_requests_run_to_completion_on_one_thread(node2):
     assert (ran["Native-Transport-Requests"] <= 10) if inline else ran["Native-Transport-Requests"] >= 2 * count, ran
     log = (node2.workdir / "logs" / "system.log").read_text(errors="replace")
     assert "asgard patch sep-run-immediately" in log
-    assert ("asgard patch native-inline: client requests of up to 65536 bytes run on their connection's event loop" in log) == inline
+    assert ("asgard patch native-inline: client requests that cannot wait for another node, of up to 65536 bytes, "
+            "run on their connection's event loop" in log) == inline
 
 
 def test_a_bad_request_thread_setting_is_refused_before_start(monkeypatch, tmp_path):
@@ -226,6 +221,65 @@ def test_local_reads_that_keep_their_rows_answer_every_query_shape_as_before(nod
     node2.nodetool("flush", "asgard_keep_rows")
     check("sstables")
     session.execute("DROP KEYSPACE asgard_keep_rows")
+
+
+def test_a_read_past_the_kept_rows_bound_goes_on_serialized_and_answers_the_same(node2):
+    """The patch local-read-keep-rows keeps a read's rows only up to 1 MiB of their object
+    overhead (issue 38, part 7): past it, the read goes on serialized as upstream, what was kept
+    first and then the rest, in order. Three partitions: ``a`` small, ``b`` with 30,000 rows of
+    which 20,000 deleted one by one (tombstones) and 10,000 live, ``c`` small. Read whole, in
+    reverse, sliced, paged, and in a scan of the table (one read across the partitions, where the
+    bound falls inside ``b`` after ``a`` or ``c`` was kept), from memtables and from sstables:
+    every answer is the live rows, and the node logs that a read passed the bound."""
+    from cassandra.concurrent import execute_concurrent_with_args
+    from cassandra.query import SimpleStatement
+
+    from asgard.resources.stores.cql import build_cluster
+
+    argv = Path(f"/proc/{node2.pid()}/cmdline").read_bytes().split(b"\0")
+    patched = any(b"patches.jar" in arg for arg in argv)
+    cluster = build_cluster([node2.address], admin=True)
+    session = cluster.connect()
+    try:
+        session.execute("CREATE KEYSPACE IF NOT EXISTS asgard_keep_bound "
+                        "WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("DROP TABLE IF EXISTS asgard_keep_bound.t")
+        session.execute("CREATE TABLE asgard_keep_bound.t (p text, c int, v blob, PRIMARY KEY (p, c))")
+        insert = session.prepare("INSERT INTO asgard_keep_bound.t (p, c, v) VALUES (?, ?, ?)")
+        delete = session.prepare("DELETE FROM asgard_keep_bound.t WHERE p = ? AND c = ?")
+        value = {c: os.urandom(16 + c % 50) for c in range(30_000)}
+        execute_concurrent_with_args(session, insert, [("b", c, value[c]) for c in range(30_000)], concurrency=64)
+        execute_concurrent_with_args(session, delete, [("b", c) for c in range(30_000) if c % 3], concurrency=64)
+        live = [c for c in range(30_000) if c % 3 == 0]
+        for p in ("a", "c"):
+            execute_concurrent_with_args(session, insert, [(p, c, value[c]) for c in range(10)], concurrency=10)
+
+        def check(where: str) -> None:
+            whole = session.execute(SimpleStatement("SELECT c, v FROM asgard_keep_bound.t WHERE p = 'b'",
+                                                    fetch_size=20_000)).all()
+            assert [(r.c, r.v) for r in whole] == [(c, value[c]) for c in live], where
+            back = session.execute(SimpleStatement("SELECT c FROM asgard_keep_bound.t WHERE p = 'b' ORDER BY c DESC",
+                                                   fetch_size=20_000)).all()
+            assert [r.c for r in back] == live[::-1], where
+            part = session.execute("SELECT c FROM asgard_keep_bound.t WHERE p = 'b' AND c >= 100 AND c < 25000").all()
+            assert [r.c for r in part] == [c for c in live if 100 <= c < 25_000], where
+            paged = session.execute(SimpleStatement("SELECT c FROM asgard_keep_bound.t WHERE p = 'b'", fetch_size=700))
+            assert [r.c for r in paged] == live, where
+            scan = session.execute(SimpleStatement("SELECT p, c, v FROM asgard_keep_bound.t", fetch_size=20_000)).all()
+            expected = {("a", c, value[c]) for c in range(10)} | {("c", c, value[c]) for c in range(10)} | {
+                ("b", c, value[c]) for c in live}
+            assert len(scan) == len(expected) and {(r.p, r.c, r.v) for r in scan} == expected, where
+
+        check("memtables")
+        node2.nodetool("flush", "asgard_keep_bound")
+        check("sstables")
+    finally:
+        session.execute("DROP KEYSPACE IF EXISTS asgard_keep_bound")
+        cluster.shutdown()
+    # logged once per start, at the first such read: in this start's part of the log
+    this_start = (node2.workdir / "logs" / "system.log").read_text(errors="replace").rsplit("Cassandra version:", 1)[-1]
+    logged = "bytes of kept row overhead; such reads go on serialized" in this_start
+    assert logged == patched
 
 
 @pytest.fixture(scope="module")

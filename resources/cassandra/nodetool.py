@@ -61,6 +61,17 @@ def ring_status(output: str) -> dict[str, str]:
     return {m.group(2): m.group(1) for m in re.finditer(r"^([UD][NLJM])\s+(\d+\.\d+\.\d+\.\d+)", output, re.M)}
 
 
+def pool_completed(output: str) -> dict[str, int]:
+    """``{pool: completed tasks}`` from ``nodetool tpstats`` output: tasks each pool's workers ran
+    (a task run on its caller's thread, e.g. on a connection's event loop, is not counted)."""
+    done = {}
+    for line in output.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1].isdigit() and fields[2].isdigit() and fields[3].isdigit():
+            done[fields[0]] = int(fields[3])
+    return done
+
+
 def ring_host_ids(output: str) -> dict[str, str]:
     """``{address: host id}`` from ``nodetool status`` output (the id names a member's hint files)."""
     return {m.group(1): m.group(2) for m in re.finditer(

@@ -127,6 +127,15 @@ class ToxiproxyServer(ManagedServer):
                     "name": f"bandwidth_{stream}", "type": "bandwidth", "stream": stream, "toxicity": 1.0,
                     "attributes": {"rate": int(mbit * 1000 / 8)}})  # KB/s
 
+    def set_latency(self, name: str, stream: str, latency_ms: int) -> None:
+        """Delay one direction (``upstream``: towards the server) of proxy ``name`` by ``latency_ms``; 0 removes it."""
+        toxic = f"latency_{stream}"
+        self._call("DELETE", f"/proxies/{name}/toxics/{toxic}")
+        if latency_ms:
+            self._call("POST", f"/proxies/{name}/toxics", {
+                "name": toxic, "type": "latency", "stream": stream, "toxicity": 1.0,
+                "attributes": {"latency": int(latency_ms), "jitter": 0}})
+
     def proxies(self) -> dict:
         return self._call("GET", "/proxies") or {}
 
