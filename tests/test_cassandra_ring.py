@@ -198,6 +198,40 @@ def test_requests_that_may_wait_for_another_node_leave_the_event_loop(ring):
     assert (reads <= 10) if patched else reads >= count, (reads, patched)
 
 
+def test_first_puts_from_three_processes_at_once_create_one_schema(ring):
+    """Three processes, each through another member, make their first put at once on a fresh
+    keyspace: each creates the keyspace and the tables. Before 5.1 Cassandra lets coordinators
+    that create one table at once give it two ids, and a write under the losing one is lost
+    ("table ... does not exist"). The store creates each table with the one id its name gives
+    (table_id), so every put reads back, on three fresh keyspaces, and every member's schema
+    holds that id."""
+    import multiprocessing as mp
+
+    from asgard.resources.stores.cql import build_cluster
+    from asgard.resources.stores.cql.statements import table_id
+    from asgard_bench.slow_replica import coordinator_session
+    from tests.schema_race import first_put
+
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        keyspace = f"asgard_schema_race_{attempt}"
+        cluster = build_cluster([ring.nodes[0].address], admin=True)
+        session = cluster.connect()
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+        with ctx.Manager() as manager, ctx.Pool(3) as pool:
+            start = manager.Barrier(3)
+            results = pool.starmap(first_put, [(node.address, keyspace, start, i) for i, node in enumerate(ring.nodes)])
+        assert results == ["ok"] * 3, (keyspace, results)
+        for node in ring.nodes:  # each member's own schema (system_schema is local)
+            member, member_session = coordinator_session(node.address)
+            rows = member_session.execute("SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s",
+                                          (keyspace,)).all()
+            member.shutdown()
+            assert {r.table_name: r.id for r in rows} == {t: table_id(keyspace, t) for t in ("objects", "objects_index")}
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+        cluster.shutdown()
+
+
 def test_bench_io_on_the_ring_reports_each_instance(ring):
     """Last in this module: the bench stops the ring it ran on."""
     from asgard.cli import main

@@ -101,18 +101,22 @@ class Order:
 
 
 def ensure_control_schema(session, datacenter: str, replication_factor: int) -> None:
+    from ..stores.cql.statements import table_id
+
     session.execute(f"CREATE KEYSPACE IF NOT EXISTS {CONTROL_KEYSPACE} WITH replication = "
                     f"{{'class': 'NetworkTopologyStrategy', '{datacenter}': {replication_factor}}}", timeout=60)
-    for cql in (
-        "CREATE TABLE IF NOT EXISTS {ks}.orders (ring text, id timeuuid, overrides text, restart boolean, live text, "
-        "PRIMARY KEY (ring, id)) WITH CLUSTERING ORDER BY (id DESC)",
-        "CREATE TABLE IF NOT EXISTS {ks}.done (ring text, id timeuuid, member text, record text, "
-        "PRIMARY KEY ((ring, id), member))",
-        "CREATE TABLE IF NOT EXISTS {ks}.agents (ring text, member text, host text, heartbeat timestamp, "
-        "PRIMARY KEY (ring, member))",
-        "CREATE TABLE IF NOT EXISTS {ks}.lease (ring text PRIMARY KEY, holder text, order_id timeuuid)",
+    # agents on several hosts create these at once: one id per table, as the store's (table_id)
+    for table, cql in (
+        ("orders", "CREATE TABLE IF NOT EXISTS {ks}.orders (ring text, id timeuuid, overrides text, restart boolean, "
+                   "live text, PRIMARY KEY (ring, id)) WITH CLUSTERING ORDER BY (id DESC) AND ID = {id}"),
+        ("done", "CREATE TABLE IF NOT EXISTS {ks}.done (ring text, id timeuuid, member text, record text, "
+                 "PRIMARY KEY ((ring, id), member)) WITH ID = {id}"),
+        ("agents", "CREATE TABLE IF NOT EXISTS {ks}.agents (ring text, member text, host text, heartbeat timestamp, "
+                   "PRIMARY KEY (ring, member)) WITH ID = {id}"),
+        ("lease", "CREATE TABLE IF NOT EXISTS {ks}.lease (ring text PRIMARY KEY, holder text, order_id timeuuid) "
+                  "WITH ID = {id}"),
     ):
-        session.execute(cql.format(ks=CONTROL_KEYSPACE), timeout=60)
+        session.execute(cql.format(ks=CONTROL_KEYSPACE, id=table_id(CONTROL_KEYSPACE, table)), timeout=60)
     # a control keyspace made before orders carried live settings
     if session.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND "
                        "table_name = 'orders' AND column_name = 'live'", (CONTROL_KEYSPACE,)).one() is None:

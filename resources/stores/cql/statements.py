@@ -3,6 +3,8 @@ by a computed id for a fresh process's first requests (:func:`known_prepared`), 
 created where it is missing."""
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +21,21 @@ INDEX_LAYOUT = {"scope": "partition_key", "path": "clustering", "version": "clus
 # an object's head row (manifest, and the data of a small object) is in partition (scope, path, '', 0)
 HEAD_VERSION, HEAD_GROUP = "", 0
 DEFAULT_CHUNK_SIZE = MiB
+#: tries of one CREATE while a keyspace made through another member reaches this one (0.1 s, 0.2 s, ...: 4.5 s in all)
+SCHEMA_ATTEMPTS = 10
+#: the namespace of :func:`table_id`
+TABLE_ID_NAMESPACE = uuid.UUID("6a5f4c1e-2b8d-5e7a-9c3f-41d2b7e0a8c9")
+
+
+def table_id(keyspace: str, table: str) -> uuid.UUID:
+    """The id every process gives ``keyspace.table`` when it creates it (``WITH ID``). Cassandra
+    before 5.1 lets two coordinators that create the same table at once give it two ids; the
+    schema then settles on one, and what was written under the other is lost ("table ... does
+    not exist" on three hosts' first steps at once). With one id per name, concurrent creations
+    agree. A table dropped and made again gets its old id back: Cassandra recycles a dropped
+    table's commit log, and every row here carries a write-unique version and a TTL."""
+    return uuid.uuid5(TABLE_ID_NAMESPACE, f"{keyspace}.{table}".lower())  # unquoted names: Cassandra lowers them
+
 DEFAULT_CHUNKS_PER_PARTITION = 1
 CASSANDRA_BATCH_WARN_BYTES = 5 * 1024  # Cassandra's default batch_size_warn_threshold
 BATCH_MARGIN_BYTES = 1024  # the node counts cells' timestamps and TTLs too
@@ -265,9 +282,25 @@ class Statements:
                     "set keyspace/table to a fresh name."
                 )
 
+    def _create(self, session, cql: str) -> None:
+        """Run one ``CREATE ... IF NOT EXISTS``. Several processes' first steps create the schema
+        at once through different members: a keyspace another member made a moment ago may not
+        have reached this statement's coordinator yet ("Keyspace ... doesn't exist"; 1 of 8 first
+        puts from 3 processes at once on a fresh ring here), so it is sent again as schema settles."""
+        from cassandra import InvalidRequest
+
+        for attempt in range(SCHEMA_ATTEMPTS):
+            try:
+                self.requests.execute(session, cql)
+                return
+            except InvalidRequest as exc:
+                if attempt == SCHEMA_ATTEMPTS - 1 or "exist" not in str(exc):
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+
     def create_schema(self, session) -> None:
         """Create the keyspace and the two tables where they are missing."""
-        layout, execute = self.layout, self.requests.execute
+        layout, execute = self.layout, self._create
         execute(session, (
             f"CREATE KEYSPACE IF NOT EXISTS {layout.keyspace} WITH replication = "
             f"{{'class': 'SimpleStrategy', 'replication_factor': {layout.replication_factor}}} "
@@ -279,14 +312,14 @@ class Statements:
             f"CREATE TABLE IF NOT EXISTS {layout.qualified_table} ("
             "scope text, path text, version text, grp int, chunk int, manifest blob, data blob, "
             "PRIMARY KEY ((scope, path, version, grp), chunk)) "
-            f"WITH gc_grace_seconds = {gc_grace} AND {TABLE_OPTIONS} "
+            f"WITH ID = {table_id(layout.keyspace, layout.table)} AND gc_grace_seconds = {gc_grace} AND {TABLE_OPTIONS} "
             "AND comment = 'asgard-dagster ephemeral op outputs: heads and chunks'"
         ))
         execute(session, (
             f"CREATE TABLE IF NOT EXISTS {layout.qualified_index} ("
             "scope text, path text, version text, groups int, committed boolean, "
             "PRIMARY KEY ((scope), path, version)) "
-            f"WITH gc_grace_seconds = {gc_grace} "
+            f"WITH ID = {table_id(layout.keyspace, layout.table + '_index')} AND gc_grace_seconds = {gc_grace} "
             "AND comment = 'asgard-dagster: the versions each scope holds, for purge and listing'"
         ))
         # No explicit schema-agreement wait: the driver waits (max_schema_agreement_wait) on the
