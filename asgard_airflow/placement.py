@@ -86,4 +86,4 @@ def placement_for(setting: str, dag_id: str | None, task_id: str | None) -> Plac
     if task is None:
         return choose_placement(AUTO_PLACEMENT, None, "no task around it")
     same, why = readers_on_this_host(task)
-    return choose_placement(AUTO_PLACEMENT, same, why)
+    return choose_placement(AUTO_PLACEMENT, same, why, len(getattr(task, "downstream_list", []) or []))

@@ -5,7 +5,8 @@ producer's host, which readers on that host use (``asgard.resources.stores.local
 the IO manager's ``placement="auto"``, an output gets it where the job's executor and topology
 say every step reading it runs on the producer's host:
 
-* the in-process and multiprocess executors run every step on one host: always;
+* the in-process and multiprocess executors run every step on one host: always (where enough
+  steps read it to pay for the copy: ``MIN_READERS_FOR_COPY``, measured);
 * dagster-celery's executor only where the producer and every reader are tagged
   ``dagster-celery/queue`` with the same queue, other than the shared default ``dagster`` (the
   project's workers take their host's queue and the shared one: a named queue is one host's);
@@ -56,11 +57,16 @@ def _leaves(job: JobDefinition) -> dict:
 
 
 def _readers(job: JobDefinition) -> dict[tuple[str, str], list[str]]:
-    """``{(producer op path, output): [reader op paths]}`` from the job's dependencies."""
+    """``{(producer op path, output): [reader op paths]}`` from the job's dependencies (an input
+    of type Nothing orders its op after the producer but reads nothing)."""
     from .topology import _dependencies
 
+    leaves = _leaves(job)
     readers: dict[tuple[str, str], list[str]] = {}
-    for consumer, _input, dep in _dependencies(job.graph):
+    for consumer, input_name, dep in _dependencies(job.graph):
+        node = leaves.get(consumer)
+        if node is not None and node.definition.input_def_named(input_name).dagster_type.is_nothing:
+            continue
         kind = type(dep).__name__
         if kind == "DependencyDefinition":
             sources = [(dep.node, dep.output)]
@@ -150,4 +156,5 @@ def placement_for(context: OutputContext, setting: str) -> PlacementChoice | Non
         return PlacementChoice(RING, "auto: an asset is read by later runs, on any host")
     node = context.step_key.split("[", 1)[0]
     same, why = readers_on_producer_host(job, node, context.name, run_tags)
-    return choose_placement(requested or AUTO_PLACEMENT, same, why)
+    readers = len(_analysis(job)["readers"].get((node, context.name), []))
+    return choose_placement(requested or AUTO_PLACEMENT, same, why, readers)

@@ -29,14 +29,19 @@ def forced_ring() -> np.ndarray:
     return values(2)  # auto would keep a copy: the output's choice wins
 
 
-@op
+@op(out=Out(metadata={"asgard/placement": "producer-local"}))
 def flipped() -> np.ndarray:
-    return values(3)  # its copy gets a changed byte before its reader runs
+    return values(3)  # its copy gets a changed byte before its reader runs (one reader: forced)
+
+
+@op(out=Out(metadata={"asgard/placement": "producer-local"}))
+def truncated() -> np.ndarray:
+    return values(4)  # its copy loses its tail before its reader runs (one reader: forced)
 
 
 @op
-def truncated() -> np.ndarray:
-    return values(4)  # its copy loses its tail before its reader runs
+def single() -> np.ndarray:
+    return values(6)  # one reader: auto leaves it in the ring (a copy would cost more than it saves)
 
 
 @op(out=Out(metadata={"asgard/placement": "producer-local"}))
@@ -80,6 +85,7 @@ def placement_job():
     total.alias("total_a")(data)
     total.alias("total_b")(data)
     total.alias("total_ring")(forced_ring())
+    total.alias("total_single")(single())
     f, t = flipped(), truncated()
     done = damage(after_flipped=f, after_truncated=t)
     total_after_damage.alias("total_flipped")(values=f, damaged=done)

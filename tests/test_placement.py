@@ -32,18 +32,22 @@ def test_readers_on_the_producers_host_read_its_local_copy_and_the_ring_keeps_ev
         assert result.success
         run_id = result.run_id
         sums = {step: result.output_for_node(step) for step in
-                ("total_a", "total_b", "total_ring", "total_flipped", "total_truncated")}
+                ("total_a", "total_b", "total_ring", "total_single", "total_flipped", "total_truncated")}
         out = {s: _metadata(result, "HANDLED_OUTPUT", s) for s in
-               ("shared", "forced_ring", "flipped", "truncated", "leaf_forced_local")}
+               ("shared", "forced_ring", "single", "flipped", "truncated", "leaf_forced_local")}
         read = {s: _metadata(result, "LOADED_INPUT", s) for s in sums}
     expected = {"total_a": values(1).sum(), "total_b": values(1).sum(), "total_ring": values(2).sum(),
-                "total_flipped": values(3).sum(), "total_truncated": values(4).sum()}
+                "total_single": values(6).sum(), "total_flipped": values(3).sum(), "total_truncated": values(4).sum()}
     assert sums == pytest.approx(expected)
     # auto: the multiprocess executor runs the readers on the producer's host; the metadata says so
     assert out["shared"]["placement"] == "producer-local", out["shared"]
     assert "multiprocess executor runs its 2 reader(s)" in out["shared"]["placement_reason"]
     for step in ("total_a", "total_b"):
         assert read[step]["read_from"] == "local copy" and read[step]["local_copy_reads"] == 1, read[step]
+    # one reader on the host: the copy would cost the put more than the read saves, so the ring
+    assert out["single"]["placement"] == "ring", out["single"]
+    assert "runs its 1 reader(s) on the producer's host, but a copy costs the put" in out["single"]["placement_reason"]
+    assert "read_from" not in read["total_single"], read["total_single"]
     # the output's own choice wins: over auto's producer-local, and over auto's ring for an unread output
     forced = out["forced_ring"]
     assert forced["placement"] == "ring" and "chosen by the caller" in forced["placement_reason"], forced
