@@ -199,28 +199,34 @@ def test_requests_that_may_wait_for_another_node_leave_the_event_loop(ring):
 
 
 def test_first_puts_from_three_processes_at_once_create_one_schema(ring):
-    """Three processes, each through another member, make their first put at once on a fresh
-    keyspace: each creates the keyspace and the tables. Before 5.1 Cassandra lets coordinators
-    that create one table at once give it two ids, and a write under the losing one is lost
-    ("table ... does not exist"). The store creates each table with the one id its name gives
-    (table_id), so every put reads back, on three fresh keyspaces, and every member's schema
-    holds that id."""
-    import multiprocessing as mp
+    """Three processes, each through another member, make their first put at the same moment on
+    a fresh keyspace: each creates the keyspace and the tables. Before 5.1 Cassandra lets
+    coordinators that create one table at once give it two ids, and a CREATE can reach a member
+    the keyspace has not reached yet. The store creates each table with the one id its name gives
+    (table_id) and sends such a CREATE again, so every put reads back, on three fresh keyspaces,
+    and every member's schema holds that id."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    from asgard.resources.stores.cql import build_cluster
     from asgard.resources.stores.cql.statements import table_id
     from asgard_bench.slow_replica import coordinator_session
-    from tests.schema_race import first_put
 
-    ctx = mp.get_context("spawn")
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])))
     for attempt in range(3):
         keyspace = f"asgard_schema_race_{attempt}"
-        cluster = build_cluster([ring.nodes[0].address], admin=True)
-        session = cluster.connect()
+        cluster, session = coordinator_session(ring.nodes[0].address)
         session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
-        with ctx.Manager() as manager, ctx.Pool(3) as pool:
-            start = manager.Barrier(3)
-            results = pool.starmap(first_put, [(node.address, keyspace, start, i) for i, node in enumerate(ring.nodes)])
+        start_at = time.time() + 8  # the three processes' imports and connects done by then
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.schema_race", node.address, keyspace, str(i),
+                                   str(start_at)], cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for i, node in enumerate(ring.nodes)]
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=180)
+            results.append(out.strip().splitlines()[-1] if out.strip() else f"exit {proc.returncode}: {err[-800:]}")
         assert results == ["ok"] * 3, (keyspace, results)
         for node in ring.nodes:  # each member's own schema (system_schema is local)
             member, member_session = coordinator_session(node.address)
