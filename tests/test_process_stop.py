@@ -14,8 +14,11 @@ from asgard.resources.process import ManagedServer
 
 pytestmark = pytest.mark.fast
 
-# a parent that starts the server and never reaps it (it sleeps, holding its Popen)
-PARENT = ("import subprocess, sys, time\n"
+# a parent that starts the server and never reaps it (it sleeps, holding its Popen). SIGTERM's
+# default first: an ignored SIGTERM is inherited through exec, and in a whole-suite run something
+# before this test left the pytest process ignoring it (the stop then waited 60 s for SIGKILL)
+PARENT = ("import signal, subprocess, sys, time\n"
+          "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
           "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
           "print(p.pid, flush=True)\n"
           "time.sleep(300)\n")
