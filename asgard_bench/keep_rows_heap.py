@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .slow_replica import coordinator_session
+
 VARIANTS = {
     "bounded": (24, {}),
     "unbounded": (25, {"asgard.local_read_keep_rows_max_overhead_bytes": str(2 ** 63 - 1)}),
@@ -66,18 +68,11 @@ def live_heap_bytes(pid: int) -> int:
     return int(match.group(1))
 
 
-def _session(address: str):
-    from asgard.resources.stores.cql import build_cluster
-
-    cluster = build_cluster([address], admin=True)
-    return cluster, cluster.connect()
-
-
 def load_data(node, wide_rows: int, tombstones: int, blobs: int) -> None:
     """The three partitions on ``node``, flushed to an sstable."""
     from cassandra.concurrent import execute_concurrent_with_args
 
-    cluster, session = _session(node.address)
+    cluster, session = coordinator_session(node.address)
     try:
         session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
                         "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -111,7 +106,7 @@ def measure(node, shape: str, blobs: int, in_flight: int, samples: int) -> dict[
 
     from asgard.resources.process import process_cpu_seconds
 
-    cluster, session = _session(node.address)
+    cluster, session = coordinator_session(node.address)
     reads = [(SimpleStatement(q, fetch_size=5000), args) for q, args in _reads(shape, blobs)]
     stop, count, errors = threading.Event(), [0], []
 

@@ -167,7 +167,8 @@ def measure_round(address: str, requests: int, connections: int, in_flight: int)
     from cassandra import ConsistencyLevel
 
     ctx = mp.get_context("spawn")
-    stop, started, counts = ctx.Event(), ctx.Event(), ctx.Manager().dict()
+    manager = ctx.Manager()  # its own server process: shut down with the round
+    stop, started, counts = ctx.Event(), ctx.Event(), manager.dict()
     load = ctx.Process(target=_waiting_load, args=(address, connections, in_flight, stop, started, counts), daemon=True)
     cluster, session = coordinator_session(address)
     try:
@@ -190,13 +191,16 @@ def measure_round(address: str, requests: int, connections: int, in_flight: int)
         seconds = time.monotonic() - t_start
     finally:
         stop.set()
-        load.join(30)
+        if load.pid is not None:  # started (a failed warm-up never starts it)
+            load.join(30)
+        waiting = dict(counts)
+        manager.shutdown()
         cluster.shutdown()
     latencies.sort()
-    waiting_done = int(counts.get("done", 0))
+    waiting_done = int(waiting.get("done", 0))
     return {"p50_ms": statistics.median(latencies), "p99_ms": latencies[int(0.99 * (len(latencies) - 1))],
             "max_ms": latencies[-1], "other_rps": len(latencies) / seconds,
-            "waiting_done": waiting_done, "waiting_errors": int(counts.get("errors", 0))}
+            "waiting_done": waiting_done, "waiting_errors": int(waiting.get("errors", 0))}
 
 
 def inline_state(ring) -> dict[str, Any]:
