@@ -76,6 +76,7 @@ class Tally:
     slow_answers: int = 0
     two_down_by_orders: list[dict] = field(default_factory=list)
     most_down: int = 0
+    timed_out: bool = False
 
 
 class Watcher(threading.Thread):
@@ -352,10 +353,12 @@ def _orders(ring) -> dict[str, str]:
 
 
 def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigurations: int = 3, seed: int = 0,
-               settle_timeout: float = 900.0, workdir: Path | None = None, progress=None) -> dict:
+               settle_timeout: float = 900.0, workdir: Path | None = None, progress=None,
+               time_limit: float | None = None) -> dict:
     """The nemesis on a running ``ring`` of one member per host in ``hosts`` (its agents are started
     here and stopped afterwards); runs go to the Dagster ``instance``; ``progress`` is given a
-    line per fault and per reconfiguration. Returns the report."""
+    line per fault and per reconfiguration. Past ``time_limit`` seconds no fault or reconfiguration
+    starts and a coordinator still at its order is killed (the report's ``timed_out``). Returns the report."""
     say = progress or (lambda line: None)
     import tempfile
 
@@ -382,7 +385,7 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
     runner.start()
     try:
         value_index = 0
-        while plan or len(tally.coordinators) < reconfigurations:
+        while (plan or len(tally.coordinators) < reconfigurations) and not tally.timed_out:
             value = KNOB_VALUES[value_index % len(KNOB_VALUES)]
             value_index += 1
             before = _latest_order(ring)
@@ -395,6 +398,12 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
             nemesis.order_open.clear()
             record = {"value": value, "started": time.time()}
             while nemesis.coordinator.poll() is None:
+                if time_limit is not None and time.monotonic() - started > time_limit:
+                    tally.timed_out = True  # an order that does not end: the agents' logs say why
+                    say(f"time limit of {time_limit:.0f} s passed: the coordinator is stopped")
+                    nemesis.coordinator.kill()
+                    nemesis.coordinator.wait(30)
+                    break
                 if not nemesis.order_open.is_set():
                     try:
                         if _latest_order(ring, timeout=0) != before:
@@ -452,7 +461,17 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
         for agent in agents:
             agent.stop(timeout=120)
     read, lost = _check_outputs(ring, tally.runs)
-    return report(tally, orders, read, lost, time.monotonic() - started, faults_per_kind, reconfigurations, seed)
+    rep = report(tally, orders, read, lost, time.monotonic() - started, faults_per_kind, reconfigurations, seed)
+    if tally.timed_out or rep["outcomes"]["orders_open"]:
+        rep["agent_logs"] = {agent.name: _tail(agent.log_file) for agent in agents}
+    return rep
+
+
+def _tail(path: Path, lines: int = 40) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except FileNotFoundError:
+        return []
 
 
 def report(tally: Tally, orders: dict[str, str], read: int, lost: int, seconds: float, faults_per_kind: int,
@@ -477,6 +496,7 @@ def report(tally: Tally, orders: dict[str, str], read: int, lost: int, seconds: 
             "gossip_samples": tally.samples, "slow_answers": tally.slow_answers,
             "two_down_by_orders": len(tally.two_down_by_orders),
             "most_members_down_at_once": tally.most_down,
+            "timed_out": int(tally.timed_out),
         },
         "seconds": round(seconds, 1),
         "failures": [r["failures"] for r in tally.runs if not r["success"]][:5],

@@ -201,6 +201,37 @@ def test_a_lease_lapses_only_once_its_holders_heartbeat_has_stopped_and_its_memb
     other._give_back_lease(second.address)
 
 
+def test_an_agent_started_again_gives_back_the_lease_its_predecessor_died_holding(ring, session):
+    """An agent killed while its member restarts, started again within the heartbeat's staleness:
+    its heartbeat keeps the lease from lapsing, so the agent itself gives it back once the order
+    is in force on its member (found in the nemesis: the ring's order stalled for good)."""
+    first, second, third = ring.nodes
+    name = f"rule4-again-{uuid.uuid4().hex[:8]}"
+    control = RingControl(session, name)
+    order = control.submit({}, restart=True)
+    killed, other, last = _agents(ring, session, name)
+    killed.heartbeat()
+    assert killed._take_lease(order, first.address)
+    first.restart()  # the restart the killed agent began, finished by the agent started again
+    again = HostAgent(killed.host, [first], lambda: session, ring=name)
+    again.heartbeat()
+    _wait_driver_sees(session, first, up=True)
+    [record] = again.poll_once()
+    assert record["in_force_at_start"] and not record["restart"]
+    assert other._take_lease(order, second.address) and other.leases_taken_over == []
+    other._give_back_lease(second.address)
+    # killed after its done record, before giving the lease back: given back at the next poll
+    control.submit({}, restart=False)
+    newest = control.latest().id
+    assert last._take_lease(newest, third.address)
+    last._record_done(control.latest(), third, {"host": last.host, "restart": False})
+    again_last = HostAgent(last.host, [third], lambda: session, ring=name)
+    again_last.heartbeat()
+    assert again_last.poll_once() == []
+    assert other._take_lease(newest, second.address)
+    other._give_back_lease(second.address)
+
+
 def test_a_live_only_order_is_applied_live_and_recorded_applied_only_on_a_matching_read_back(ring, session):
     from asgard.tuner.knobs import Configuration
     from asgard.tuner.reconfigure_unmanaged import live_order_settings, record_order_outcomes

@@ -160,14 +160,17 @@ class HostAgent:
         if order is None:
             return records
         done = control.done(order.id)
+        holder = self._lease_holder()
         for member in self.members:
             if member.address in done:
+                self._give_back_predecessors_lease(member, holder)
                 continue
             if self._in_force_since_start(member, order):
                 record = {"host": self.host, "restart": False, "in_force_at_start": True}
                 if order.live:
                     record["live"] = self._live_settings(member, order.live, send=False)
                 records.append(self._record_done(order, member, record))
+                self._give_back_predecessors_lease(member, holder)
                 continue
             if not self._take_lease(order.id, member.address):
                 break  # another member is at it: the next poll
@@ -250,6 +253,18 @@ class HostAgent:
         return holder not in unreachable and all(
             str(r.status_with_port or r.status or "").startswith("NORMAL")
             for view in views.values() for r in view if str(r.address) == holder)
+
+    def _lease_holder(self) -> str | None:
+        row = self.session.execute(_statement(self.session, "SELECT holder FROM {ks}.lease WHERE ring = %s"),
+                                   (self.ring,)).one()
+        return row.holder if row else None
+
+    def _give_back_predecessors_lease(self, member, holder: str | None) -> None:
+        """Give back the lease ``member`` still holds though its order is done on it: the agent
+        before this one died before giving it back, and this agent's heartbeat would keep it from
+        ever lapsing (no other member could go down again)."""
+        if holder == member.address:
+            self._give_back_lease(member.address)
 
     def _give_back_lease(self, holder: str) -> None:
         self.session.execute(_statement(self.session, "DELETE FROM {ks}.lease WHERE ring = %s IF holder = %s",
