@@ -3,6 +3,11 @@ ring (the local Cassandra node on loopback), as a step's ``load_input`` reads it
 the manifest from the ring, then the bytes, checked, and unpickled).
 
     python scripts/ab_placement.py --sizes 64,256 --rounds 7
+    python scripts/ab_placement.py --hosts --sizes 64,256 --rounds 7   # across 3 emulated hosts
+
+With ``--hosts`` the ring is 3 emulated hosts (RF 3, TLS, a login; :func:`emulated_host_ring`) and
+the reads run in the first host's namespace: a ring read at LOCAL_QUORUM needs a second replica,
+on another host, over the hosts' bridge and TLS.
 
 Per size, the output (random float64: no codec) is stored once with a local copy. Each round reads
 it three ways in an order rotating across rounds: through the copy, and twice from the ring (a store
@@ -13,6 +18,7 @@ of the same output with its copy and without, alternating, the copy's cost.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -42,10 +48,21 @@ def main() -> None:
     ap.add_argument("--sizes", default="64,256", help="output sizes in MiB, comma-separated")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--keyspace", default="asgard_ab")
+    ap.add_argument("--hosts", action="store_true", help="on a ring across 3 emulated hosts, read from the first")
+    ap.add_argument("--one", action="store_true", help="also read the ring at consistency ONE")
+    ap.add_argument("--ring-options", help=argparse.SUPPRESS)  # JSON client options (the --hosts child)
     args = ap.parse_args()
+    if args.hosts:
+        return across_hosts(args)
     os.environ.setdefault("ASGARD_HOME", tempfile.mkdtemp(prefix="asgard-ab-placement-"))
-    local = CassandraObjectStore(keyspace=args.keyspace)
-    ring = CassandraObjectStore(keyspace=args.keyspace, local_reads=False)
+    options = json.loads(args.ring_options) if args.ring_options else {}
+    if "password" in options:  # the child's login: from its environment, not its command line
+        options["password"] = os.environ["ASGARD_AB_PASSWORD"]
+    local = CassandraObjectStore(keyspace=args.keyspace, **options)
+    ring = CassandraObjectStore(keyspace=args.keyspace, local_reads=False, **options)
+    # --one: a reader on another host reading the ring at ONE (one replica, no digest read)
+    ring_one = CassandraObjectStore(keyspace=args.keyspace, local_reads=False, **{**options, "consistency": "ONE"}) \
+        if args.one else None
     scope = f"run/ab-placement-{uuid.uuid4().hex[:8]}"
     print(f"ASGARD_HOME {os.environ['ASGARD_HOME']}; ring {local.identity()}; {args.rounds} rounds per size, "
           "order rotating (local, ring, ring'), each a store.get of the whole output")
@@ -58,12 +75,14 @@ def main() -> None:
             del value
             ways = {"local": lambda: timed_get(local, key, "local copy"), "ring": lambda: timed_get(ring, key, "ring"),
                     "ring'": lambda: timed_get(ring, key, "ring")}
+            if ring_one is not None:
+                ways["ring ONE"] = lambda: timed_get(ring_one, key, "ring")
             for way in ways.values():  # warm-up: sessions, the page cache, the memtable's first touch
                 way()
             times: dict[str, list[float]] = {name: [] for name in ways}
             names = list(ways)
             for r in range(args.rounds):
-                for name in names[r % 3:] + names[: r % 3]:
+                for name in names[r % len(names):] + names[: r % len(names)]:
                     times[name].append(ways[name]())
             ratio = [g / l for g, l in zip(times["ring"], times["local"])]
             aa = [a / b for a, b in zip(times["ring"], times["ring'"])]
@@ -77,6 +96,10 @@ def main() -> None:
                   f"range {min(ratio):.2f}..{max(ratio):.2f}")
             print(f"  A/A ring/ring' per round: median {statistics.median(aa):.3f}, range {min(aa):.3f}..{max(aa):.3f} "
                   "(the noise floor)")
+            if ring_one is not None:
+                one = [q / o for q, o in zip(times["ring"], times["ring ONE"])]
+                print(f"  ring/ring ONE per round {[round(x, 2) for x in one]}: median {statistics.median(one):.2f}x, "
+                      f"range {min(one):.2f}..{max(one):.2f}")
             print(f"  local-copy counts {dict(local.local_copies.counts)}")
             value = np.random.default_rng(mib).random(mib * MiB // 8)
             puts: dict[str, list[float]] = {"with copy": [], "ring only": []}
@@ -92,6 +115,24 @@ def main() -> None:
                   f"{statistics.median(puts['with copy']):.3f} / {statistics.median(puts['ring only']):.3f} s)")
     finally:
         local.purge_scope(scope)
+
+
+def across_hosts(args) -> None:
+    """Bring up 3 emulated hosts with their ring, run this script's reads in the first host's namespace."""
+    import subprocess
+    import sys
+
+    from asgard.resources.cassandra.hosts import emulated_host_ring
+
+    with emulated_host_ring(3, replication_factor=3, heap="768M", instances_per_host=1) as (hosts, ring):
+        options = ring.client_options()
+        env = {**os.environ, "ASGARD_AB_PASSWORD": options["password"].strip()}
+        options.update(password="from the environment", replication_factor=3)
+        print(f"ring across {[h.name for h in hosts.hosts[:3]]} (RF 3, LOCAL_QUORUM, TLS); reads on {hosts.hosts[0].name}")
+        subprocess.run([*hosts.hosts[0].exec_prefix(), sys.executable, __file__, "--sizes", args.sizes, "--rounds",
+                        str(args.rounds), "--keyspace", args.keyspace, "--ring-options", json.dumps(options),
+                        *(["--one"] if args.one else [])],
+                       env=env, check=True)
 
 
 if __name__ == "__main__":

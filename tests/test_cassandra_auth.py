@@ -82,3 +82,58 @@ def test_purge_sensor_resolves_envvar_credentials(auth_node, monkeypatch, dagste
         sensor_name=sensor.name, dagster_instance=dagster_instance, dagster_run=result.dagster_run,
         dagster_event=result.get_run_success_event()))
     assert store.list_paths(f"run/{result.run_id}") == []
+
+
+def test_a_login_the_node_cannot_check_rides_through_until_system_auth_answers(auth_node, caplog):
+    """A login Cassandra could not check (system_auth's replicas down: "Unable to perform
+    authentication: Cannot achieve consistency level") is a member restarting, not a wrong
+    password: the first connection is tried again for ride_through_seconds, and gets in once
+    system_auth answers (found in the nemesis: a step failed at once while two members were down)."""
+    import logging
+    import secrets
+    import threading
+    import time
+
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    admin = Cluster(["127.0.0.7"], auth_provider=PlainTextAuthProvider("cassandra", "cassandra")).connect()
+    role, password = f"rider_{secrets.token_hex(4)}", secrets.token_hex(12)
+    admin.execute(f"CREATE ROLE {role} WITH LOGIN = true AND PASSWORD = %s", (password,))
+    admin.execute("CREATE KEYSPACE IF NOT EXISTS asgard_auth WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    admin.execute(f"GRANT ALL ON KEYSPACE asgard_auth TO {role}")
+    before = dict(admin.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = "
+                                "'system_auth'").one().replication)
+    datacenter = admin.execute("SELECT data_center FROM system.local").one().data_center
+
+    def restore() -> None:
+        options = ", ".join(f"'{k.rsplit('.', 1)[-1]}': '{v}'" for k, v in before.items())
+        admin.execute(f"ALTER KEYSPACE system_auth WITH replication = {{{options}}}")
+
+    # three replicas wanted in a one-node datacenter: no LOCAL_QUORUM for the new role's first login
+    admin.execute("ALTER KEYSPACE system_auth WITH replication = "
+                  f"{{'class': 'NetworkTopologyStrategy', '{datacenter}': 3}}")
+    try:
+        with pytest.raises(StoreUnavailableError, match="could not check the login") as refused:
+            CassandraObjectStore(contact_points=["127.0.0.7"], keyspace="asgard_auth", username=role,
+                                 password=password, ride_through_seconds=2).ping()
+        assert "Unable to perform authentication" in str(refused.value.__cause__)
+        caplog.set_level(logging.WARNING, logger="asgard.resources.stores.cql")
+        later = threading.Timer(3.0, restore)
+        later.start()
+        t0 = time.monotonic()
+        store = CassandraObjectStore(contact_points=["127.0.0.7"], keyspace="asgard_auth", username=role,
+                                     password=password, ride_through_seconds=60)
+        store.put(ObjectKey.for_run("rides-through", "s", "o"), b"in once system_auth answers")
+        assert time.monotonic() - t0 >= 2.5
+        assert store.get(ObjectKey.for_run("rides-through", "s", "o"))[0] == b"in once system_auth answers"
+        assert any("trying again" in r.getMessage() for r in caplog.records)
+        later.join()
+        store.purge_scope("run/rides-through")
+    finally:
+        restore()
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.cluster.shutdown()

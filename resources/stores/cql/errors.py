@@ -118,6 +118,14 @@ def speaks_tls(host: str, port: int, timeout: float) -> bool:
     except (OSError, ValueError):
         return False
 
+AUTH_UNAVAILABLE_HINT = (
+    "The node could not check the login: too few replicas of system_auth answered (members down or "
+    "restarting). It is tried again for ride_through_seconds; if it lasts, bring the members back up, and "
+    "give system_auth a replica on every host (NetworkTopologyStrategy) so that one host down leaves a quorum.")
+#: how Cassandra's PasswordAuthenticator words a login it could not check (its roles read failed),
+#: as against a login it refused ("Provided username ... and/or password are incorrect")
+AUTH_NOT_PERFORMED = "Unable to perform authentication"
+
 
 def connect_failure(exc: BaseException, contact_points: tuple[str, ...], port: int, tls: tuple | None,
              connect_timeout: float) -> tuple[str, bool]:
@@ -130,7 +138,10 @@ def connect_failure(exc: BaseException, contact_points: tuple[str, ...], port: i
     # hosts when the session's pools all failed after it (a node going down between the two)
     raw = getattr(exc, "errors", None)
     errors = list(raw.values() if isinstance(raw, dict) else []) or [exc]
-    if any(isinstance(e, AuthenticationFailed) for e in errors):
+    refused = [e for e in errors if isinstance(e, AuthenticationFailed)]
+    if refused and all(AUTH_NOT_PERFORMED in str(e) for e in refused):
+        return AUTH_UNAVAILABLE_HINT, True  # system_auth's replicas down: passes like a restart
+    if refused:
         return AUTH_HINT, False
     if tls is not None:
         # the driver re-raises a failed handshake as a plain OSError carrying the SSL message
