@@ -101,13 +101,17 @@ def test_a_login_the_node_cannot_check_rides_through_until_system_auth_answers(a
 
     admin = Cluster(["127.0.0.7"], auth_provider=PlainTextAuthProvider("cassandra", "cassandra")).connect()
     role, password = f"rider_{secrets.token_hex(4)}", secrets.token_hex(12)
-    admin.execute(f"CREATE ROLE {role} WITH LOGIN = true AND PASSWORD = %s", (password,))
     admin.execute("CREATE KEYSPACE IF NOT EXISTS asgard_auth WITH replication = "
                   "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    admin.execute(f"CREATE ROLE {role} WITH LOGIN = true AND PASSWORD = %s", (password,))
     admin.execute(f"GRANT ALL ON KEYSPACE asgard_auth TO {role}")
     before = dict(admin.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = "
                                 "'system_auth'").one().replication)
     datacenter = admin.execute("SELECT data_center FROM system.local").one().data_center
+    # the admin's superuser status stays cached while system_auth cannot answer, so it can put it back
+    auth_node.nodetool("setauthcacheconfig", "--cache-name", "RolesCache", "--validity-period", "600000",
+                       "--update-interval", "600000")
+    admin.execute("SELECT * FROM system_schema.keyspaces WHERE keyspace_name = 'asgard_auth'")
 
     def restore() -> None:
         options = ", ".join(f"'{k.rsplit('.', 1)[-1]}': '{v}'" for k, v in before.items())
@@ -135,5 +139,7 @@ def test_a_login_the_node_cannot_check_rides_through_until_system_auth_answers(a
         store.purge_scope("run/rides-through")
     finally:
         restore()
+        auth_node.nodetool("setauthcacheconfig", "--cache-name", "RolesCache", "--validity-period", "2000",
+                           "--update-interval", "2000")
         admin.execute(f"DROP ROLE IF EXISTS {role}")
         admin.cluster.shutdown()
