@@ -111,5 +111,6 @@ def test_a_node_that_no_longer_holds_a_prepared_id_is_prepared_again_quietly(cas
         assert store.get(key)[0] == b"warm"
     assert senders.taken() == {"read: session": 1, "read: direct": 1}  # prepared again, then direct
     assert fallbacks.counts() == {"direct: the node no longer held a prepared statement (it restarted)": 1}
-    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    # the store says nothing; the driver's own reconnect lines while the node came back may show
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("asgard")]
     store.purge_scope(key.scope)

@@ -259,7 +259,8 @@ def test_a_live_change_is_measured_and_charged_to_the_next_decision(dagster_inst
     assert record["endpoint"] == "127.0.0.18:9042"
     assert 0 < record["seconds"] <= applied["seconds"] + 0.01
     assert 0 <= record["slowdown"] < 1  # probed: the workload ran on through the change
-    assert meta["measured_live_change"]["seconds"] == round(record["seconds"], 2)
+    # the record keeps 3 decimals, the metadata 2: rounded twice, they may differ in the last place
+    assert abs(meta["measured_live_change"]["seconds"] - record["seconds"]) <= 0.0051
     assert meta["measured_live_change"]["ops_per_s_during"] > 0
     # the loop closed: predicted and realized gain side by side, rolled back if worse than noise
     assert {"predicted_gain_pct", "realized_gain_pct", "noise_pct"} <= set(meta)

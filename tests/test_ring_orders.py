@@ -213,9 +213,9 @@ def test_an_agent_started_again_gives_back_the_lease_its_predecessor_died_holdin
     killed.heartbeat()
     assert killed._take_lease(order, first.address)
     first.restart()  # the restart the killed agent began, finished by the agent started again
+    _wait_driver_sees(session, first, up=True)
     again = HostAgent(killed.host, [first], lambda: session, ring=name)
     again.heartbeat()
-    _wait_driver_sees(session, first, up=True)
     [record] = again.poll_once()
     assert record["in_force_at_start"] and not record["restart"]
     assert other._take_lease(order, second.address) and other.leases_taken_over == []
