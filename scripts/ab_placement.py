@@ -56,7 +56,7 @@ def main() -> None:
         return across_hosts(args)
     os.environ.setdefault("ASGARD_HOME", tempfile.mkdtemp(prefix="asgard-ab-placement-"))
     options = json.loads(args.ring_options) if args.ring_options else {}
-    if "password" in options:  # the child's login: from its environment, not its command line
+    if "ASGARD_AB_PASSWORD" in os.environ:  # the --hosts child's login: its environment, not its command line
         options["password"] = os.environ["ASGARD_AB_PASSWORD"]
     local = CassandraObjectStore(keyspace=args.keyspace, **options)
     ring = CassandraObjectStore(keyspace=args.keyspace, local_reads=False, **options)
@@ -126,8 +126,8 @@ def across_hosts(args) -> None:
 
     with emulated_host_ring(3, replication_factor=3, heap="768M", instances_per_host=1) as (hosts, ring):
         options = ring.client_options()
-        env = {**os.environ, "ASGARD_AB_PASSWORD": options["password"].strip()}
-        options.update(password="from the environment", replication_factor=3)
+        env = {**os.environ, "ASGARD_AB_PASSWORD": options.pop("password").strip()}
+        options["replication_factor"] = 3
         print(f"ring across {[h.name for h in hosts.hosts[:3]]} (RF 3, LOCAL_QUORUM, TLS); reads on {hosts.hosts[0].name}")
         subprocess.run([*hosts.hosts[0].exec_prefix(), sys.executable, __file__, "--sizes", args.sizes, "--rounds",
                         str(args.rounds), "--keyspace", args.keyspace, "--ring-options", json.dumps(options),

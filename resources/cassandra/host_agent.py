@@ -163,14 +163,14 @@ class HostAgent:
         holder = self._lease_holder()
         for member in self.members:
             if member.address in done:
-                self._give_back_predecessors_lease(member, holder)
+                self._give_back_if_held(member, holder)
                 continue
             if self._in_force_since_start(member, order):
                 record = {"host": self.host, "restart": False, "in_force_at_start": True}
                 if order.live:
                     record["live"] = self._live_settings(member, order.live, send=False)
                 records.append(self._record_done(order, member, record))
-                self._give_back_predecessors_lease(member, holder)
+                self._give_back_if_held(member, holder)
                 continue
             if not self._take_lease(order.id, member.address):
                 break  # another member is at it: the next poll
@@ -259,10 +259,11 @@ class HostAgent:
                                    (self.ring,)).one()
         return row.holder if row else None
 
-    def _give_back_predecessors_lease(self, member, holder: str | None) -> None:
+    def _give_back_if_held(self, member, holder: str | None) -> None:
         """Give back the lease ``member`` still holds though its order is done on it: the agent
         before this one died before giving it back, and this agent's heartbeat would keep it from
-        ever lapsing (no other member could go down again)."""
+        ever lapsing (no other member could go down again). ``holder`` read once per poll: the
+        conditional delete is a Paxos round, not sent on every poll."""
         if holder == member.address:
             self._give_back_lease(member.address)
 

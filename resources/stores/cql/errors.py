@@ -118,6 +118,7 @@ def speaks_tls(host: str, port: int, timeout: float) -> bool:
     except (OSError, ValueError):
         return False
 
+
 AUTH_UNAVAILABLE_HINT = (
     "The node could not check the login: too few replicas of system_auth answered (members down or "
     "restarting). It is tried again for ride_through_seconds; if it lasts, bring the members back up, and "
