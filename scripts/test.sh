@@ -30,14 +30,17 @@ if [ ${#beside[@]} -gt 0 ]; then
   beside_log=$(mktemp -t asgard-hosts-ring.XXXXXX.log)
   .venv/bin/python -m pytest "$@" -p no:cacheprovider "${beside[@]}" >"$beside_log" 2>&1 &
   beside_pid=$!
+  main_xml=$(mktemp -t asgard-main-pass.XXXXXX.xml)
   set +e
-  .venv/bin/python -m pytest "$@" "${beside[@]/#/--ignore=}"
+  .venv/bin/python -m pytest "$@" --junitxml="$main_xml" "${beside[@]/#/--ignore=}"
   main_rc=$?
   wait "$beside_pid"
   beside_rc=$?
   set -e
   echo "=== ${beside[*]} (beside the rest) ==="
   cat "$beside_log"
+  # last, where a CI log's tail keeps it: each failure of the main pass with its error's end
+  .venv/bin/python scripts/failures_summary.py "$main_xml"
   if [ "$main_rc" -ne 0 ] || [ "$beside_rc" -ne 0 ]; then
     echo "tests failed: main pass exit $main_rc, ${beside[*]} exit $beside_rc" >&2
     exit 1

@@ -104,6 +104,15 @@ def retune_config(keyspace: str, knobs: dict, **extra) -> dict:
         "lookahead_seconds": 600, "probe_seconds": 0, **extra}}}}
 
 
+def run_retune(retune, config: dict, instance):
+    """One retune run in process; a failed one fails the test with its step's whole error (the
+    cause a CI log's tail keeps), not with Dagster's wrapping of it."""
+    result = retune.execute_in_process(run_config=config, instance=instance, raise_on_error=False)
+    failures = [failure_text(e) for e in result.all_events if e.is_step_failure or e.is_run_failure]
+    assert result.success and not failures, "the retune run failed:\n" + "\n".join(failures)
+    return result
+
+
 def reconfigure_metadata(result) -> dict:
     [output] = [e for e in result.events_for_node("reconfigure") if e.is_successful_output]
     return {k: v.value for k, v in output.event_specific_data.metadata.items()}
@@ -176,8 +185,7 @@ def test_three_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
         assert not stop.is_set(), runs
         t_begin = time.time()
         for knobs in CONFIGURATIONS:
-            result = retune.execute_in_process(run_config=retune_config(KEYSPACE_RF2, knobs), instance=instance)
-            assert result.success
+            result = run_retune(retune, retune_config(KEYSPACE_RF2, knobs), instance)
             outcome = result.output_for_node("reconfigure")
             applied = outcome["applied"]
             assert outcome["ring"] == RING and outcome["replication_factor"] == 2, outcome
@@ -244,7 +252,7 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
     outcome: dict = {}
     config = retune_config(KEYSPACE_RF1, {"memtable_flush_writers": 4}, quiet_wait_seconds=300)
     retuner = threading.Thread(target=lambda: outcome.update(result=retune.execute_in_process(
-        run_config=config, instance=instance)))
+        run_config=config, instance=instance, raise_on_error=False)))
     retuner.start()
     try:
         retune_run = wait_for(lambda: started_runs(instance, retune.name), 120, "the retune run")[0]
@@ -257,7 +265,8 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
         retuner.join(timeout=600)
     assert held["success"], runs_report([held])
     result = outcome["result"]
-    assert result.success
+    assert result.success, "the retune run failed:\n" + "\n".join(
+        failure_text(e) for e in result.all_events if e.is_step_failure or e.is_run_failure)
     waited = result.output_for_node("reconfigure")
     assert waited["replication_factor"] == 1 and waited["quiet_wait_seconds"] > 0, waited
     assert waited["applied"]["restart_mode"] == "together", waited
@@ -272,13 +281,11 @@ def test_replication_factor_1_waits_for_a_quiet_window_or_defers(ring, instance,
     app.start()
     try:
         busy = wait_for(lambda: started_runs(instance, rolling_app_rf1.name), 120, "the held run")
-        result = retune.execute_in_process(
-            run_config=retune_config(KEYSPACE_RF1, {"memtable_flush_writers": 1}, quiet_wait_seconds=5),
-            instance=instance)
+        result = run_retune(retune, retune_config(KEYSPACE_RF1, {"memtable_flush_writers": 1}, quiet_wait_seconds=5),
+                            instance)
     finally:
         release.touch()
         app.join(timeout=600)
-    assert result.success
     deferred = result.output_for_node("reconfigure")
     decision = deferred["decision"]
     assert decision["deferred"] and not decision["reconfigure"] and deferred["applied"] is None, deferred
