@@ -105,6 +105,31 @@ def output_codec(context: OutputContext) -> str | None:
     return value
 
 
+#: an input's (or its producer's output's) metadata key naming how its chunks are read
+CHUNK_READS_METADATA_KEY = "asgard/chunk_reads"
+
+
+def input_chunk_reads(context: InputContext) -> str | None:
+    """How the input's chunks are read where its definition says (``In(metadata={"asgard/chunk_reads":
+    "nearest-one"})``), else its producer's output's; None leaves it to the store's ``chunk_reads``."""
+    from asgard.resources.stores.base import CHUNK_READS
+
+    upstream = context.upstream_output
+    for whose, metadata in (("input", context.definition_metadata),
+                            ("output", getattr(upstream, "definition_metadata", None))):
+        value = (metadata or {}).get(CHUNK_READS_METADATA_KEY)
+        if value is None:
+            continue
+        value = getattr(value, "value", value)  # a MetadataValue.text
+        if value not in CHUNK_READS:
+            op = _op_name(context)
+            where = (f"input '{context.name}' of op '{op}'" if whose == "input" else
+                     f"output '{upstream.name}' of step '{upstream.step_key}' (read by op '{op}')")
+            raise OutputSettingError(where, CHUNK_READS_METADATA_KEY, value, list(CHUNK_READS), "nothing was read")
+        return value
+    return None
+
+
 def readers_of(context: OutputContext) -> int:
     """How many steps read this output, from the job's topology (1 where it is not known: an asset's)."""
     from .topology import analyze_job
@@ -214,7 +239,11 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         keys = keys_for_input(context)
         allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions", False))
         # an input annotated Stream reads chunks on demand (whatever was stored: a stream or a value's bytes)
-        fetch = store.open_stream if _wants_stream(context) else store.get
+        chunk_reads = input_chunk_reads(context)  # the edge's own, checked before anything is read
+        if _wants_stream(context):
+            fetch = store.open_stream
+        else:
+            fetch = lambda key: store.get(key, chunk_reads)  # noqa: E731
         values, total_bytes, total_seconds, sources = {}, 0, 0.0, []
         for partition, key in keys.items():
             try:
@@ -239,6 +268,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
             "backend": store.backend,
             "bytes": MetadataValue.int(total_bytes),
             **local_copy_metadata(store, sources),
+            **chunk_reads_metadata(store, sources),
         }
         if len(keys) == 1 or not context.has_asset_key:
             context.add_input_metadata(metadata)
@@ -267,6 +297,17 @@ def local_copy_metadata(store: ObjectStore, results: list) -> dict:
     }
 
 
+def chunk_reads_metadata(store: ObjectStore, results: list) -> dict:
+    """How an input's chunks were read from the ring, and why, where the store has a choice; with
+    this process's count of chunks read again at the store's level (missing at ONE)."""
+    reads = [r for r in results if getattr(r, "chunk_reads", None)]
+    if not reads:
+        return {}
+    return {"chunk_reads": ", ".join(sorted({r.chunk_reads for r in reads})),
+            "chunk_reads_reason": reads[0].chunk_reads_reason,
+            "chunk_read_fallbacks": MetadataValue.int(getattr(store, "chunk_read_fallbacks", 0))}
+
+
 def _wants_stream(context: InputContext) -> bool:
     from dagster import DagsterInvariantViolationError
 
@@ -275,6 +316,15 @@ def _wants_stream(context: InputContext) -> bool:
     except DagsterInvariantViolationError:  # a context built by hand without a type
         return False
     return isinstance(typing_type, type) and issubclass(typing_type, Stream)
+
+
+def _op_name(context: InputContext) -> str:
+    from dagster import DagsterInvariantViolationError
+
+    try:
+        return context.op_def.name
+    except DagsterInvariantViolationError:  # a context built by hand without its op
+        return "?"
 
 
 def _producer(context: InputContext) -> str:

@@ -23,10 +23,10 @@ class OutputSettingError(ValueError):
         allowed: the values it can take.
     """
 
-    def __init__(self, output: str, key: str, value: Any, allowed: list[str]):
+    def __init__(self, output: str, key: str, value: Any, allowed: list[str], done: str = "nothing was written"):
         self.output, self.key, self.value, self.allowed = output, key, value, allowed
         super().__init__(f"{output} sets metadata {key!r} to {value!r}, which it cannot take: use one of {allowed} "
-                         "(nothing was written)")
+                         f"({done})")
 
 
 class PlacementCannotServeError(OutputSettingError):

@@ -4,7 +4,8 @@ login) through the project's ``CassandraIOManager``.
 
 ``produce_<h>`` runs on host ``h`` (its queue: the ``dagster-celery/queue`` tag), ``transform_<h>``
 on the next host, reading what ``produce_<h>`` wrote from there; ``gather`` goes to the shared
-queue (whichever worker takes it) and reads all three. Every step records the namespace it ran in
+queue (whichever worker takes it) and reads all three, each input's chunks at ONE from the member
+on the reader's own host (``chunk_reads="auto"``). Every step records the namespace it ran in
 (output metadata ``host``) and checks the bytes it read. Where the ring and the broker are comes
 from the environment (``EmulatedDeployment.client_environment()``), set in the test's process and
 in every worker's."""
@@ -21,7 +22,7 @@ from asgard_dagster import CassandraIOManager, CassandraResource
 
 KEYSPACE = "asgard_hosts"
 HOSTS = [f"asgard-h{n}" for n in (1, 2, 3)]
-ELEMENTS = 200_000  # int64: 1.6 MiB, two chunks
+ELEMENTS = 400_000  # int64: 3.2 MiB, four chunks (over the two kept inline in a manifest)
 QUEUE_TAG = "dagster-celery/queue"
 
 
@@ -69,7 +70,8 @@ def _connection() -> CassandraResource:
         contact_points=[c for c in os.environ.get("ASGARD_RING_CONTACTS", "127.0.0.1").split(",") if c],
         keyspace=KEYSPACE, replication_factor=3, consistency="LOCAL_QUORUM",
         username=EnvVar("ASGARD_RING_USER"), password=EnvVar("ASGARD_RING_PASSWORD"),
-        ssl_ca_file=os.environ.get("ASGARD_RING_CA"), ride_through_seconds=120.0)
+        ssl_ca_file=os.environ.get("ASGARD_RING_CA"), ride_through_seconds=120.0,
+        chunk_reads="auto")  # each reader's chunks at ONE from its own host's member
 
 
 _produce = [_producer(n) for n in (1, 2, 3)]

@@ -238,6 +238,68 @@ def test_first_puts_from_three_processes_at_once_create_one_schema(ring):
         cluster.shutdown()
 
 
+def test_chunks_read_at_one_from_the_nearest_replica_fall_back_where_it_has_none(ring, monkeypatch):
+    """chunk_reads="nearest-one" (issue 37, consistency per edge): a chunk is read at ONE, routed to
+    the replica on the reader's host first, and a chunk the replica that answered does not hold
+    (written while it was down, hints off) is read again at the store's level: every value comes
+    back whole. On loopback every member is local; which one is the reader's host is set here."""
+    import numpy as np
+
+    from asgard.resources.stores import ObjectKey, StoreConfigError
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from asgard.resources.stores.cql import cluster as cql_cluster
+
+    behind = ring.nodes[0]
+    options = dict(contact_points=ring.contact_points, keyspace="asgard_nearest", replication_factor=3,
+                   consistency="LOCAL_QUORUM", chunk_size=64 * 1024, inline_bytes=0)
+    writer = CassandraObjectStore(**options)
+    writer.ensure_schema()
+    rng = np.random.default_rng(7)
+    # 24 objects of 2 chunks, each object's chunks one partition of its own token: about a third
+    # have the member that missed them first among their replicas
+    values = {ObjectKey.for_run("nearest-one", "s", f"o{i}"): rng.random(2 * 64 * 1024 // 8) for i in range(24)}
+    for node in ring.nodes:
+        node.nodetool("disablehandoff")
+    behind.stop()
+    try:
+        for key, value in values.items():  # two of three replicas: the stopped one will have none of it
+            writer.put(key, value)
+    finally:
+        behind.start()
+        for node in ring.nodes:
+            node.nodetool("enablehandoff")
+
+    # the reader's host runs `behind`: the query plan of a chunk read starts at it, a replica of every chunk
+    monkeypatch.setattr(cql_cluster, "is_local_address", lambda address: address == behind.address)
+    reader = CassandraObjectStore(**options, chunk_reads="auto")
+    reads, reason = reader.chunk_reads_for()
+    assert reads == "nearest-one" and behind.address in reason, reason
+    key = next(iter(values))
+    manifest = reader.read_manifest(key)
+    bound = reader.statements.get("select_chunk").bind((key.scope, key.path, manifest.version, 0, 0))
+    policy = reader.session.cluster.profile_manager.default.load_balancing_policy
+    plan = [h.address for h in policy.make_query_plan("asgard_nearest", bound)]
+    assert plan[0] == behind.address and sorted(plan) == sorted(ring.contact_points), plan
+    for key, value in values.items():
+        got, result = reader.get(key)
+        assert np.array_equal(got, value) and result.chunk_reads == "nearest-one", key
+    # the chunks `behind` lacks came whole from the store's level (the loopback ring's SimpleSnitch
+    # has the coordinator read the token's first replica, `behind` for about a third of them)
+    assert reader.chunk_read_fallbacks > 0, reader.chunk_read_fallbacks
+
+    # an edge's own choice wins over the store's; a quorum read never falls back
+    for key, value in values.items():
+        got, result = reader.get(key, "quorum")
+        assert np.array_equal(got, value) and result.chunk_reads == "quorum", key
+    # on loopback as it is, every member is this host's: auto keeps the store's level
+    monkeypatch.setattr(cql_cluster, "is_local_address", lambda address: True)
+    assert reader.chunk_reads_for() == ("quorum", "auto: every member runs on this host: no link between hosts "
+                                                  "to save")
+    with pytest.raises(StoreConfigError, match="chunk_reads 'fastest' is not one of"):
+        reader.get(key, "fastest")
+    writer.purge_scope("run/nearest-one")
+
+
 def test_bench_io_on_the_ring_reports_each_instance(ring):
     """Last in this module: the bench stops the ring it ran on."""
     from asgard.cli import main

@@ -124,6 +124,14 @@ def test_one_runs_steps_execute_on_the_hosts_and_read_each_others_outputs(deploy
     for n in (1, 2, 3):
         assert (f"transform_{n}", "arr") in loaded and (f"gather", f"part_{n}") in loaded
         assert hosts[f"transform_{n}"] != hosts[f"produce_{n}"]
+    # each input's chunks were read at ONE from the member on the reader's host (chunk_reads="auto")
+    ring = deployment.ring()
+    member = {h.name: ring.members_of(h)[0].address for h in deployment.hosts.hosts}
+    for e in events:
+        if e.event_type_value == "LOADED_INPUT":
+            read = {k: getattr(v, "value", v) for k, v in e.event_specific_data.metadata.items()}
+            assert read["chunk_reads"] == "nearest-one", (e.step_key, read)
+            assert f"this host's member ({member[hosts[e.step_key]]})" in read["chunk_reads_reason"], (e.step_key, read)
     # the outputs are in the ring, under the run, and read back from here
     store = CassandraObjectStore(**deployment.ring().client_options(), keyspace="asgard_hosts")
     paths = store.list_paths(f"run/{run_id}")

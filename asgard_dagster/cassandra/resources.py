@@ -47,6 +47,7 @@ class CassandraResource(ConfigurableResource):
     durable_writes: bool = described(CASSANDRA["durable_writes"])
     request_timeout: float = described(CASSANDRA["request_timeout"])
     ride_through_seconds: float = described(CASSANDRA["ride_through_seconds"])
+    chunk_reads: str = described(CASSANDRA["chunk_reads"])
 
     jmx_port: Optional[int] = Field(
         default=None, description="JMX port of every member of a cluster the project does not run (each at its own "

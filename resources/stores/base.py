@@ -110,6 +110,12 @@ class PutResult:
         return self.manifest.size / MiB / self.seconds if self.seconds > 0 else float("inf")
 
 
+#: how a store with a choice reads an object's chunks (Cassandra's ``chunk_reads``; an input's
+#: ``asgard/chunk_reads``): at its consistency, at ONE from a replica on this host first, or chosen
+QUORUM_READS, NEAREST_ONE, AUTO_READS = "quorum", "nearest-one", "auto"
+CHUNK_READS = (QUORUM_READS, NEAREST_ONE, AUTO_READS)
+
+
 @dataclass
 class GetResult:
     key: ObjectKey
@@ -120,6 +126,9 @@ class GetResult:
     #: copy the manifest names for this host was not used (``missing``, ``stale``, ``partial``, ``mismatch``)
     source: str = "ring"
     fallback: str | None = None
+    #: how the chunks were read, on a store with a choice (Cassandra's ``chunk_reads``), and why
+    chunk_reads: str | None = None
+    chunk_reads_reason: str | None = None
 
 
 def iter_chunks(frames: list[memoryview], chunk_size: int) -> Iterator[memoryview]:
@@ -265,11 +274,17 @@ class ObjectStore(abc.ABC):
         """Yield ``(index, data)`` for chunks ``0..count-1``, in any order."""
 
     def _read_chunks_into(self, key: ObjectKey, version: str, count: int,
-                          targets: list[memoryview]) -> Iterator[tuple[int, Any]]:
+                          targets: list[memoryview] | None, reads: str | None = None) -> Iterator[tuple[int, Any]]:
         """:meth:`_read_chunks`, where a backend that can may receive chunk ``i`` straight into
         ``targets[i]`` (its stored bytes, exactly that long) and yield ``(i, IN_PLACE)`` for it,
-        saving the copies between its socket and the output buffer."""
+        saving the copies between its socket and the output buffer. ``reads``: how to read them,
+        from :meth:`chunk_reads_for` (a backend without a choice has None)."""
         return self._read_chunks(key, version, count)
+
+    def chunk_reads_for(self, requested: str | None = None) -> tuple[str | None, str | None]:
+        """``(how this read's chunks are read, why)``: ``requested`` (an edge's own choice) or the
+        store's setting, decided here; ``(None, None)`` on a backend without a choice."""
+        return None, None
 
     @abc.abstractmethod
     def _write_manifest(self, key: ObjectKey, manifest: Manifest, inline: bytes | memoryview | None) -> None:
@@ -455,10 +470,12 @@ class ObjectStore(abc.ABC):
     def exists(self, key: ObjectKey) -> bool:
         return self._head(key) is not None
 
-    def get(self, key: ObjectKey) -> tuple[Any, GetResult]:
-        """The stored value and how it was read. Retries once if a rewrite raced the read."""
+    def get(self, key: ObjectKey, chunk_reads: str | None = None) -> tuple[Any, GetResult]:
+        """The stored value and how it was read. Retries once if a rewrite raced the read.
+        ``chunk_reads``: how to read its chunks on a store with a choice (:meth:`chunk_reads_for`)."""
         t0 = time.perf_counter()
         source, fallback = "ring", None
+        reads, reads_reason = self.chunk_reads_for(chunk_reads)
         for attempt in range(2):
             head = self._head(key)
             if head is None:
@@ -474,7 +491,7 @@ class ObjectStore(abc.ABC):
                     buffer, fallback = self._read_local(key, manifest)
                     source = "ring" if buffer is None else "local copy"
                     if buffer is None:
-                        buffer = self._assemble(key, manifest)
+                        buffer = self._assemble(key, manifest, reads)
                 break
             except ObjectMissingError:
                 if attempt == 1 or self.read_manifest(key) == manifest:
@@ -487,7 +504,10 @@ class ObjectStore(abc.ABC):
         self._observe("read", manifest, time.perf_counter() - t0)  # the bytes' transfer, before unpickling
         serializer = get_serializer(manifest.serializer) if manifest.serializer != self.serializer.name else self.serializer
         value = serializer.loads(frames)
-        return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback)
+        if source != "ring" or manifest.inline:
+            reads, reads_reason = None, None  # no chunk came from the store
+        return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback,
+                                reads, reads_reason)
 
     def _read_local(self, key: ObjectKey, manifest: Manifest) -> tuple[memoryview | None, str | None]:
         """``(bytes, None)`` from this host's copy where the manifest names it, else ``(None, why or None)``."""
@@ -517,7 +537,7 @@ class ObjectStore(abc.ABC):
                                     f"manifest says {manifest.chunk_sizes[index]}")
         return raw
 
-    def _assemble(self, key: ObjectKey, manifest: Manifest) -> memoryview:
+    def _assemble(self, key: ObjectKey, manifest: Manifest, reads: str | None = None) -> memoryview:
         if sum(manifest.chunk_sizes) != manifest.size or len(manifest.chunk_crcs) != manifest.chunks:
             raise CorruptManifestError(self.uri(key), "its chunk sizes and checksums do not add up to its size")
         buffer = output_buffer(manifest.size)
@@ -527,9 +547,9 @@ class ObjectStore(abc.ABC):
         seen = set()
         if self._codec_of(manifest).name == NoCodec.name:  # stored bytes are the output's: receivable in place
             targets = [buffer[offsets[i] : offsets[i + 1]] for i in range(manifest.chunks)]
-            chunks = self._read_chunks_into(key, manifest.version, manifest.chunks, targets)
+            chunks = self._read_chunks_into(key, manifest.version, manifest.chunks, targets, reads)
         else:
-            chunks = self._read_chunks(key, manifest.version, manifest.chunks)
+            chunks = self._read_chunks_into(key, manifest.version, manifest.chunks, None, reads)
         try:
             for index, data in chunks:
                 if data is None:

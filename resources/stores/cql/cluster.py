@@ -4,6 +4,7 @@ the process's write-timestamp generator that a put pins for its resends."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 
@@ -42,7 +43,7 @@ def build_cluster(contact_points, port: int = 9042, *, username: str | None = No
     otherwise a store session, with the client's fast paths (:mod:`.transport`, :data:`.options.OPTIONS`)."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy
+    from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy
 
     from .options import opts
     from .retry import ride_through_retry_policy
@@ -66,7 +67,7 @@ def build_cluster(contact_points, port: int = 9042, *, username: str | None = No
         # an execution profile, not the legacy keywords the driver deprecates (and which would
         # refuse a user's add_execution_profile on this cluster)
         execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
-            load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()), retry_policy=ride_through_retry_policy())},
+            load_balancing_policy=NearestReplicaFirst(RoundRobinPolicy()), retry_policy=ride_through_retry_policy())},
         protocol_version=opts().protocol_version,
         connection_class=connection_class(),
         # every step process connects afresh: skip what a step does not use. The full schema
@@ -197,3 +198,44 @@ def cluster_class():
                 future.add_done_callback(lambda f: f.exception() is None and f.result().close())
 
     return PreopeningCluster
+
+
+@functools.lru_cache(maxsize=1024)
+def is_local_address(address: str) -> bool:
+    """Whether ``address`` is one of this host's own (bindable here): its member of the ring, for a
+    reader on a host the ring spans. Every loopback address is: a loopback ring keeps its order."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
+
+
+@functools.cache
+def nearest_replica_first_class():
+    """:class:`NearestReplicaFirst`, made on first use (the driver is imported lazily here)."""
+    from cassandra.policies import TokenAwarePolicy
+
+    class NearestReplicaFirst(TokenAwarePolicy):
+        """Token-aware, with a replica on this host first: a read at ONE stays on the host, and a
+        quorum read is coordinated there. A member here that is no replica of the statement's
+        token keeps its place (it would only forward the request); where every replica is local
+        (a loopback ring) or none is, the token-aware order is kept (the sort is stable)."""
+
+        def make_query_plan(self, working_keyspace=None, query=None):
+            plan = list(super().make_query_plan(working_keyspace, query))
+            keyspace = query.keyspace if query is not None and query.keyspace else working_keyspace
+            if query is None or query.routing_key is None or keyspace is None or len(plan) < 2:
+                return iter(plan)
+            replicas = set(self._cluster_metadata.get_replicas(keyspace, query.routing_key))
+            return iter(sorted(plan, key=lambda host: not (host in replicas and is_local_address(host.address))))
+
+    return NearestReplicaFirst
+
+
+def NearestReplicaFirst(child):  # noqa: N802 -- reads as the class it makes
+    return nearest_replica_first_class()(child)

@@ -158,6 +158,7 @@ class Statements:
     def __init__(self, connection, requests, layout: TableLayout):
         self.connection, self.requests, self.layout = connection, requests, layout
         self.texts = statement_texts(layout)
+        self._at_level: dict[tuple[int, str], tuple[Any, Any]] = {}
 
     @property
     def prepared(self) -> dict[str, Any]:
@@ -205,6 +206,24 @@ class Statements:
             self.route_by_token(session, state)
         state.prepared[name] = stmt
         return stmt
+
+    def at_level(self, name: str, consistency: str | None):
+        """Statement ``name`` at ``consistency`` (a level's name; None or the layout's own: the
+        prepared statement itself): a copy of the prepared one with its own level, same id."""
+        import copy
+
+        from cassandra import ConsistencyLevel
+
+        stmt = self.get(name)
+        if consistency is None or consistency == self.layout.consistency:
+            return stmt
+        key = (id(stmt), consistency)  # a new session's statement is a new object: copied afresh
+        copied = self._at_level.get(key)
+        if copied is None or copied[0] is not stmt:
+            copied = (stmt, copy.copy(stmt))
+            copied[1].consistency_level = getattr(ConsistencyLevel, consistency)
+            self._at_level[key] = copied
+        return copied[1]
 
     def prepare_later(self, session, *names: str) -> None:
         """Prepare ``names`` on the driver's executor, off the caller's path: a fresh process's

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..base import IN_PLACE, MiB, ObjectKey, ObjectStore
+from ..base import AUTO_READS, CHUNK_READS, IN_PLACE, NEAREST_ONE, QUORUM_READS, MiB, ObjectKey, ObjectStore
 from ..errors import StoreConfigError
 from ..settings import CASSANDRA
 from .options import opts
@@ -148,6 +148,7 @@ class CassandraObjectStore(ObjectStore):
         chunks_per_partition: int = DEFAULT_CHUNKS_PER_PARTITION,
         durable_writes: bool = CASSANDRA["durable_writes"].default,
         ride_through_seconds: float = CASSANDRA["ride_through_seconds"].default,
+        chunk_reads: str = CASSANDRA["chunk_reads"].default,
         batch_bytes: int | None = None,
         direct_requests: bool | None = None,
         **kwargs,
@@ -169,6 +170,8 @@ class CassandraObjectStore(ObjectStore):
             raise StoreConfigError(f"consistency {consistency!r} is not one of {CONSISTENCY_LEVELS}")
         if replication_factor < 1:
             raise StoreConfigError("replication_factor must be at least 1")
+        if chunk_reads not in CHUNK_READS:
+            raise StoreConfigError(f"chunk_reads {chunk_reads!r} is not one of {CHUNK_READS}")
         if ride_through_seconds < 0:
             raise StoreConfigError(f"ride_through_seconds must be 0 or more, got {ride_through_seconds}")
         if chunks_per_partition < 1:
@@ -191,6 +194,7 @@ class CassandraObjectStore(ObjectStore):
         self.chunks_per_partition = chunks_per_partition
         self.durable_writes = durable_writes
         self.ride_through_seconds = ride_through_seconds
+        self.chunk_reads, self.chunk_read_fallbacks = chunk_reads, 0
         batch_bytes = opts().batch_bytes if batch_bytes is None else batch_bytes
         if batch_bytes < 0:
             raise StoreConfigError(f"batch_bytes must be 0 or more, got {batch_bytes}")
@@ -279,8 +283,32 @@ class CassandraObjectStore(ObjectStore):
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
         return self._read_chunks_into(key, version, count, None)
 
+    def chunk_reads_for(self, requested: str | None = None) -> tuple[str, str]:
+        """``(quorum | nearest-one, why)`` for one read: ``requested`` (an edge's own), else the
+        store's ``chunk_reads``; ``auto`` reads at ONE from this host's member where the ring
+        spans hosts and has one here, and at the store's level otherwise."""
+        choice = requested or self.chunk_reads
+        if choice not in CHUNK_READS:
+            raise StoreConfigError(f"chunk_reads {choice!r} is not one of {CHUNK_READS}")
+        if self.consistency == "ONE":
+            return QUORUM_READS, "the store reads at ONE already"
+        if choice != AUTO_READS:
+            return choice, ("asked for this read" if requested else "the store's chunk_reads")
+        from .cluster import is_local_address
+
+        session = self.connection.established() or self.session
+        hosts = [h.address for h in session.cluster.metadata.all_hosts()]
+        here = [a for a in hosts if is_local_address(a)]
+        if not here:
+            return QUORUM_READS, "auto: no member of the ring runs on this host"
+        if len(here) == len(hosts):
+            return QUORUM_READS, "auto: every member runs on this host: no link between hosts to save"
+        return NEAREST_ONE, (f"auto: the ring spans hosts and this host's member ({here[0]}) is asked first for "
+                             "each chunk it holds, at ONE: chunks never change once written and are checked "
+                             "against the manifest")
+
     def _read_chunks_into(self, key: ObjectKey, version: str, count: int,
-                          targets: list[memoryview] | None) -> Iterator[tuple[int, Any]]:
+                          targets: list[memoryview] | None, reads: str | None = None) -> Iterator[tuple[int, Any]]:
         """Each chunk's blob received from the socket straight into its target, on a connection
         that reads frames itself (``_fast_read_connection_class``): one copy (the kernel's), not
         four (into the frame buffer, into the driver's ``bytes``, into the output buffer). A reply
@@ -292,9 +320,26 @@ class CassandraObjectStore(ObjectStore):
         left = [i for i in range(count) if i not in done]
         if not left:
             return
-        sinks = {i: Sink(targets[i]) for i in left} if targets and self.receives_in_place else None
-        stmt = self.statements.get("select_chunk")
-        items = ((i, stmt, (key.scope, key.path, version, i // per, i)) for i in left)
+        # at ONE first where asked (chunks are immutable per version and checked against the
+        # manifest): a replica that has nothing yet is asked again at the store's level
+        if reads is None:
+            reads, _ = self.chunk_reads_for()
+        level = "ONE" if reads == NEAREST_ONE else None
+        missed: list[int] = []
+        for i, data in self._read_chunks_at(key, version, left, targets, level):
+            if data is None and level is not None:
+                missed.append(i)
+            else:
+                yield i, data
+        if missed:
+            self.chunk_read_fallbacks += len(missed)
+            yield from self._read_chunks_at(key, version, missed, targets, None)
+
+    def _read_chunks_at(self, key: ObjectKey, version: str, indexes: list[int], targets, level: str | None):
+        per = self.chunks_per_partition
+        sinks = {i: Sink(targets[i]) for i in indexes} if targets and self.receives_in_place else None
+        stmt = self.statements.at_level("select_chunk", level)
+        items = ((i, stmt, (key.scope, key.path, version, i // per, i)) for i in indexes)
         for i, rows in self.requests.pipelined(items, self.concurrency, sinks):  # a callback's rows: a list
             if sinks is not None and sinks[i].filled:
                 yield i, IN_PLACE
