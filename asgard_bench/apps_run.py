@@ -38,6 +38,14 @@ def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str 
     return None
 
 
+def store_share_pct(compute_s: float | None, io_s: float | None) -> float | None:
+    """The store's share of the steps' time, in percent: their writes and reads over those plus
+    their compute (a step's billed time less its start-up)."""
+    if compute_s is None or io_s is None or compute_s + io_s <= 0:
+        return None
+    return 100.0 * io_s / (compute_s + io_s)
+
+
 def step_parallelism(spans: list[tuple[float, float]]) -> tuple[float, int]:
     """``(mean, max)`` steps running at once over the steps' ``(start, end)`` spans: mean is the
     steps' summed time over the span from the first start to the last end."""
@@ -202,6 +210,8 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
         "compute_s_total": _sum(s["compute_seconds"] for s in steps),
         "write_s_total": _sum(w["seconds"] for w in writes),
         "read_s_total": _sum(r["seconds"] for r in reads),
+        "store_share_pct": store_share_pct(_sum(s["compute_seconds"] for s in steps),
+                                           _sum(w["seconds"] for w in writes) + _sum(r["seconds"] for r in reads)),
         "n_writes": len(writes), "n_reads": len(reads),
         "bytes_written": int(_sum(w["bytes"] for w in writes)),
         "bytes_read": int(_sum(r["bytes"] for r in reads)),

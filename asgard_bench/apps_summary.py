@@ -98,7 +98,7 @@ def summarize(rows: list[dict], prices: Prices, meta: dict | None = None) -> dic
         ok = [r for r in rs if r["success"]]
         cell = {"app": app, "backend": backend, "runs": len(rs), "ok": len(ok)}
         for key in ("e2e_s", "wall_s", "cost_usd", "function_usd", "storage_usd", "perf_per_usd",
-                    "compute_s_total", "write_s_total", "read_s_total", "step_s_total", "server_cpu_s",
+                    "compute_s_total", "write_s_total", "read_s_total", "store_share_pct", "step_s_total", "server_cpu_s",
                     "bytes_written", "bytes_read", "s3_puts", "s3_gets", "steps_parallel_mean", "steps_parallel_max"):
             cell[key] = _stats([r.get(key) for r in ok])
         if PIPELINE_BACKEND.get(backend, backend) == "cassandra":
@@ -153,8 +153,8 @@ def markdown(summary: dict) -> str:
     lines += ["Medians over successful runs, [min, max] in brackets. Perf/$ = 1 / (E2E s x cost $). "
               "Cost = Lambda GB-s + requests + storage service (Cassandra on i3.large, Redis on cache.r5.large, "
               "both x E2E time; S3 by PUT/GET requests; local files: no service, the function's disk).", ""]
-    lines += ["| app | backend | ok/runs | E2E s | cost µ$ | Perf/$ (1/s$) | vs S3 | vs Redis | compute s | write s | read s | MB written | MB read | server CPU s | steps at once mean/max | IO timing |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| app | backend | ok/runs | E2E s | cost µ$ | Perf/$ (1/s$) | vs S3 | vs Redis | compute s | write s | read s | store % | MB written | MB read | server CPU s | steps at once mean/max | IO timing |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in sorted(summary["cells"], key=lambda c: (c["app"], BENCH_BACKENDS.index(c["backend"]))):
         e, p = c["e2e_s"], c["perf_per_usd"]
         r = c["ratios"]
@@ -163,7 +163,7 @@ def markdown(summary: dict) -> str:
             f"{_f(c['cost_usd']['median'], 1, 1e6)} | {_f(p['median'], 0)} [{_f(p['min'], 0)}, {_f(p['max'], 0)}] | "
             f"{_pct(r.get('perf_vs_s3'))} | {_pct(r.get('perf_vs_redis'))} | {_f(c['compute_s_total']['median'])} | "
             f"{_f(c['write_s_total']['median'], 3)} | {_f(c['read_s_total']['median'], 3)} | "
-            f"{_f(c['bytes_written']['median'], 2, 1 / 2**20)} | {_f(c['bytes_read']['median'], 2, 1 / 2**20)} | "
+            f"{_f((c.get('store_share_pct') or {}).get('median'), 0)} | {_f(c['bytes_written']['median'], 2, 1 / 2**20)} | {_f(c['bytes_read']['median'], 2, 1 / 2**20)} | "
             f"{_f(c['server_cpu_s']['median'])} | {_f((c.get('steps_parallel_mean') or {}).get('median'), 1)}/"
             f"{_f((c.get('steps_parallel_max') or {}).get('median'), 0)} | {'/'.join(c['io_timing'])} |")
     if any(c["backend"] in NOT_DEPLOYABLE for c in summary["cells"]):

@@ -10,7 +10,10 @@ the whole dict), and an op's named outputs are pushed one key each (:func:`push_
 * ``lightgbm_forest`` (broadcast): ``prepare_digits`` -> ``pca`` -> ``train_booster.partial(pca_train)
   .expand(seed=trainer_seeds)`` -> ``combine_forest`` -> ``evaluate``;
 * ``word_count`` (shuffle): ``split_corpus`` -> ``map_words.expand`` (one XCom key per bucket) ->
-  ``reduce_bucket_<j>`` (one task per bucket, reading its key of every mapper) -> ``merge_counts``.
+  ``reduce_bucket_<j>`` (one task per bucket, reading its key of every mapper) -> ``merge_counts``;
+* ``etl_columnar`` (scatter, broadcast, fan-in of Arrow tables): ``generate`` (the orders'
+  partitions as its value, the customers under the key ``customers``) -> ``filter_orders.expand``
+  -> ``join_customers.partial(customers).expand`` -> ``aggregate.expand`` -> ``merge_aggregates``.
 
 The fan-out and data size are the DAG's params (``fanout``, ``scale``; word count's reducers are
 fixed when the DAG is made, as Airflow's task list is):
@@ -26,11 +29,12 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-APPS = ("video_analytics", "lightgbm_forest", "word_count")
+APPS = ("video_analytics", "lightgbm_forest", "word_count", "etl_columnar")
 #: the op whose output is the app's result (as in asgard.pipelines.jobs)
-FINAL_TASK = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts"}
+FINAL_TASK = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts",
+              "etl_columnar": "merge_aggregates"}
 DEFAULTS = {"video_analytics": {"fanout": 6, "scale": 1.0}, "lightgbm_forest": {"fanout": 6, "scale": 20},
-            "word_count": {"fanout": 4, "scale": 1.0}}
+            "word_count": {"fanout": 4, "scale": 1.0}, "etl_columnar": {"fanout": 4, "scale": 1.0}}
 
 
 def dag_id_for(app: str) -> str:
@@ -156,6 +160,37 @@ def _word_count(dag: DAG, reducers: int) -> None:
     merge_counts(reduced)
 
 
+def _etl(dag: DAG) -> None:
+    from asgard.pipelines import etl_columnar as etl
+
+    @task
+    def generate(params=None) -> list:
+        out = call_op(etl.generate, config=etl.EtlConfig(fanout=int(params["fanout"]), scale=float(params["scale"])))
+        push_outputs({"customers": out.pop("customers")})
+        return [out[k] for k in sorted(out)]  # one list element per partition: each mapped task reads its own
+
+    @task(multiple_outputs=False)
+    def filter_orders(orders):
+        return call_op(etl.filter_orders, orders)
+
+    @task(multiple_outputs=False)
+    def join_customers(orders, customers):
+        return call_op(etl.join_customers, orders, customers)
+
+    @task(multiple_outputs=False)
+    def aggregate(joined):
+        return call_op(etl.aggregate, joined)
+
+    @task(multiple_outputs=False)
+    def merge_aggregates(parts) -> dict:
+        return call_op(etl.merge_aggregates, list(parts))
+
+    generated = generate()
+    filtered = filter_orders.expand(orders=generated)
+    joined = join_customers.partial(customers=generated["customers"]).expand(orders=filtered)
+    merge_aggregates(aggregate.expand(joined=joined))
+
+
 def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str | None = None, **dag_kwargs) -> DAG:
     """The DAG of ``app`` (``dag_id`` ``asgard_<app>``); ``fanout``/``scale`` are its params."""
     import pendulum
@@ -175,6 +210,8 @@ def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str 
             _video(dag)
         elif app == "lightgbm_forest":
             _forest(dag)
+        elif app == "etl_columnar":
+            _etl(dag)
         else:
             _word_count(dag, reducers)
     return dag

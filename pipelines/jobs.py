@@ -3,6 +3,8 @@
 * ``video_analytics`` -- scatter (Asgard paper §3.1.1), :mod:`asgard.pipelines.video_analytics`
 * ``lightgbm_forest`` -- broadcast (Asgard paper §3.1.2), :mod:`asgard.pipelines.lightgbm_forest`
 * ``word_count`` -- shuffle (Marvel paper §4.2), :mod:`asgard.pipelines.word_count`
+* ``etl_columnar`` -- scatter, broadcast and fan-in of Arrow tables, 40-250 MiB an edge (issue 37's
+  data-heavy day), :mod:`asgard.pipelines.etl_columnar`
 
 Each graph's first op takes the run config ``fanout`` (the degree of the fan-out) and
 ``scale`` (the data size); :func:`run_config` builds it. :func:`make_job` binds the
@@ -26,6 +28,7 @@ from typing import Any
 
 import dagster as dg
 
+from asgard.pipelines.etl_columnar import etl_columnar
 from asgard.pipelines.lightgbm_forest import lightgbm_forest
 from asgard.pipelines.video_analytics import video_analytics
 from asgard.pipelines.word_count import word_count
@@ -34,24 +37,29 @@ APPS: dict[str, dg.GraphDefinition] = {
     "video_analytics": video_analytics,
     "lightgbm_forest": lightgbm_forest,
     "word_count": word_count,
+    "etl_columnar": etl_columnar,
 }
 #: the op whose config carries ``fanout`` and ``scale``
-FIRST_OP = {"video_analytics": "split_video", "lightgbm_forest": "prepare_digits", "word_count": "split_corpus"}
+FIRST_OP = {"video_analytics": "split_video", "lightgbm_forest": "prepare_digits", "word_count": "split_corpus",
+            "etl_columnar": "generate"}
 #: the op whose output is the result dict
-FINAL_OP = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts"}
+FINAL_OP = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts",
+            "etl_columnar": "merge_aggregates"}
 #: fan-out type, as the Asgard topology analyzer names it
-FANOUT_KIND = {"video_analytics": "scatter", "lightgbm_forest": "broadcast", "word_count": "shuffle"}
+FANOUT_KIND = {"video_analytics": "scatter", "lightgbm_forest": "broadcast", "word_count": "shuffle",
+               "etl_columnar": "scatter"}
 #: small data sizes (tests: each job well under a minute on 2 cores)
 SMALL = {
     "video_analytics": {"fanout": 6, "scale": 0.1},
     "lightgbm_forest": {"fanout": 3, "scale": 2},
     "word_count": {"fanout": 3, "reducers": 2, "scale": 0.25},
+    "etl_columnar": {"fanout": 3, "scale": 0.05},
 }
 #: heavy libraries the forkserver imports once, so that each step's process does not. The
 #: forkserver is one per calling process and keeps what its first run preloaded, so the list
 #: is the same for every app (import only: no thread pools start before the fork).
 PRELOAD = ["asgard.pipelines.jobs", "asgard.pipelines.data", "numpy", "av", "PIL.Image", "torch", "efficientnet_lite_pytorch",
-           "lightgbm", "sklearn.decomposition", "sklearn.model_selection"]
+           "lightgbm", "sklearn.decomposition", "sklearn.model_selection", "pyarrow", "pyarrow.compute"]
 
 
 def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str = "forkserver",

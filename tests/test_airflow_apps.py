@@ -15,7 +15,7 @@ from asgard.resources.stores.registry import open_store
 from .airflow_support import KEYSPACE, THRESHOLD, dags_test, is_reference, make_home, purge, raw_sizes, xcom_rows
 
 SMALL = {"video_analytics": {"fanout": 6, "scale": 0.1}, "lightgbm_forest": {"fanout": 3, "scale": 2},
-         "word_count": {"fanout": 3, "scale": 0.25}}
+         "word_count": {"fanout": 3, "scale": 0.25}, "etl_columnar": {"fanout": 3, "scale": 0.05}}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,22 @@ def analyzed(app: str, rows: dict):
     degrees, sizes = history_from_rows([(t, m, k, v) for (t, m, k), v in rows.items()])
     topo = analyze_dag(make_app_dag(app, reducers=2), degrees, sizes)
     return {(s.producer, s.output): s for s in topo.stages}, topo, sizes
+
+
+def test_etl_dag_passes_arrow_tables_through_cassandra_each_mapped_task_reading_its_own(home, store):
+    from asgard.pipelines.etl_columnar import expected_result
+
+    rows, result = run_app(home, store, "etl_columnar")
+    want = expected_result(0.05, 3)
+    assert {k: v for k, v in result.items() if k != "net_revenue"} == {k: v for k, v in want.items() if k != "net_revenue"}
+    assert result["net_revenue"] == pytest.approx(want["net_revenue"], rel=1e-9)
+    orders = rows[("generate", -1, "return_value")]
+    assert is_reference(orders) and orders["items"] == 3  # stored per partition: each filter reads its own
+    customers = rows[("generate", -1, "customers")]
+    assert is_reference(customers) and customers["format"] == "pickle"  # an Arrow table, pickled
+    # the broadcast: one customers table, no copy of it per join
+    assert not [k for k in rows if k[0] == "join_customers" and k[2] != "return_value"]
+    assert sorted(m for (t, m, k) in rows if t == "join_customers") == [0, 1, 2]
 
 
 def test_word_count_dag_shuffles_through_cassandra(home, store):
