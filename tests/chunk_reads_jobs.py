@@ -13,9 +13,8 @@ def values(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).random(ROWS)
 
 
-def _resources(chunk_reads: str = "quorum") -> dict:
-    return {"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test",
-                                                                         chunk_reads=chunk_reads))}
+def _resources() -> dict:
+    return {"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"))}
 
 
 @op(out=Out(metadata={"asgard/chunk_reads": "nearest-one"}))

@@ -30,7 +30,9 @@ def test_each_edge_reads_its_chunks_as_its_output_or_input_says(cassandra_node, 
     assert read["total_inherits"]["chunk_read_fallbacks"] == 0
     assert read["total_overrides"]["chunk_reads"] == "quorum", read["total_overrides"]
     assert read["total_plain"]["chunk_reads"] == "quorum", read["total_plain"]
-    assert read["total_plain"]["chunk_reads_reason"] == "the store's chunk_reads"
+    # nothing said: the store's auto, on one node of this host
+    assert read["total_plain"]["chunk_reads_reason"] == ("auto: every member runs on this host: no link between "
+                                                         "hosts to save")
 
 
 def test_a_chunk_reads_that_is_no_choice_fails_the_reading_step_with_a_typed_error(cassandra_node, dagster_instance):
