@@ -112,7 +112,7 @@ CHUNK_READS_METADATA_KEY = "asgard/chunk_reads"
 def input_chunk_reads(context: InputContext) -> str | None:
     """How the input's chunks are read where its definition says (``In(metadata={"asgard/chunk_reads":
     "nearest-one"})``), else its producer's output's; None leaves it to the store's ``chunk_reads``."""
-    from asgard.resources.stores.base import CHUNK_READS
+    from asgard.resources.stores.results import CHUNK_READS
 
     upstream = context.upstream_output
     for whose, metadata in (("input", context.definition_metadata),

@@ -23,7 +23,6 @@ import mmap
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from .errors import (
@@ -33,6 +32,7 @@ from .errors import (
 from .manifest import Manifest, ObjectKey, crc32
 from .codec_choice import choose_codec, throughput_record
 from .local_copy import PRODUCER_LOCAL, RING, LocalCopies, PlacementChoice, check_placement, placement_of_put
+from .results import GetResult, PutResult, Serialized  # what a put and a get return (imported from here too)
 from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
 from .signing import PayloadSigner
@@ -78,57 +78,6 @@ STREAM_SERIALIZER = "stream"
 def new_version() -> str:
     """32 hex digits ordered by creation time (nanoseconds, then 64 random bits)."""
     return f"{time.time_ns():016x}{uuid.uuid4().hex[:16]}"
-
-
-@dataclass
-class Serialized:
-    """A value as a put writes it: its frames, the serializer that reads them back, its Python type."""
-
-    frames: list[memoryview]
-    serializer: str
-    python_type: str
-
-    @property
-    def size(self) -> int:
-        return sum(f.nbytes for f in self.frames)
-
-
-@dataclass
-class PutResult:
-    key: ObjectKey
-    uri: str
-    manifest: Manifest
-    seconds: float
-    #: why the manifest's codec was chosen, where it was chosen per output (``codec="auto"``)
-    codec_reason: str | None = None
-    #: ``ring``, or ``producer-local`` where a copy was kept on this host too (:mod:`.local_copy`); and why
-    placement: str = RING
-    placement_reason: str | None = None
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.manifest.size / MiB / self.seconds if self.seconds > 0 else float("inf")
-
-
-#: how a store with a choice reads an object's chunks (Cassandra's ``chunk_reads``; an input's
-#: ``asgard/chunk_reads``): at its consistency, at ONE from a replica on this host first, or chosen
-QUORUM_READS, NEAREST_ONE, AUTO_READS = "quorum", "nearest-one", "auto"
-CHUNK_READS = (QUORUM_READS, NEAREST_ONE, AUTO_READS)
-
-
-@dataclass
-class GetResult:
-    key: ObjectKey
-    uri: str
-    manifest: Manifest
-    seconds: float
-    #: what the bytes were read from: ``ring`` (the store) or ``local copy`` (this host's), and why a
-    #: copy the manifest names for this host was not used (``missing``, ``stale``, ``partial``, ``mismatch``)
-    source: str = "ring"
-    fallback: str | None = None
-    #: how the chunks were read, on a store with a choice (Cassandra's ``chunk_reads``), and why
-    chunk_reads: str | None = None
-    chunk_reads_reason: str | None = None
 
 
 def iter_chunks(frames: list[memoryview], chunk_size: int) -> Iterator[memoryview]:

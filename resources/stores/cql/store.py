@@ -44,8 +44,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..base import AUTO_READS, CHUNK_READS, IN_PLACE, NEAREST_ONE, QUORUM_READS, MiB, ObjectKey, ObjectStore
+from ..base import IN_PLACE, MiB, ObjectKey, ObjectStore
 from ..errors import StoreConfigError
+from ..results import AUTO_READS, CHUNK_READS, NEAREST_ONE, QUORUM_READS
 from ..settings import CASSANDRA
 from .options import opts
 from .cluster import pinned_timestamp
