@@ -226,12 +226,16 @@ def nearest_replica_first_class():
         token keeps its place (it would only forward the request); where every replica is local
         (a loopback ring) or none is, the token-aware order is kept (the sort is stable)."""
 
+        def populate(self, cluster, hosts):
+            self.ring_metadata = cluster.metadata  # the replicas of a token (the parent's copy is private)
+            super().populate(cluster, hosts)
+
         def make_query_plan(self, working_keyspace=None, query=None):
             plan = list(super().make_query_plan(working_keyspace, query))
             keyspace = query.keyspace if query is not None and query.keyspace else working_keyspace
             if query is None or query.routing_key is None or keyspace is None or len(plan) < 2:
                 return iter(plan)
-            replicas = set(self._cluster_metadata.get_replicas(keyspace, query.routing_key))
+            replicas = set(self.ring_metadata.get_replicas(keyspace, query.routing_key))
             return iter(sorted(plan, key=lambda host: not (host in replicas and is_local_address(host.address))))
 
     return NearestReplicaFirst

@@ -297,8 +297,11 @@ class CassandraObjectStore(ObjectStore):
             return choice, ("asked for this read" if requested else "the store's chunk_reads")
         from .cluster import is_local_address
 
-        session = self.connection.established() or self.session
-        hosts = [h.address for h in session.cluster.metadata.all_hosts()]
+        # the members as the session knows them; before it is up, the contact points: deciding
+        # never waits for a connection (a fresh process's first get goes ahead of its session)
+        session = self.connection.established()
+        hosts = [h.address for h in session.cluster.metadata.all_hosts()] if session is not None \
+            else list(self.contact_points)
         here = [a for a in hosts if is_local_address(a)]
         if not here:
             return QUORUM_READS, "auto: no member of the ring runs on this host"
