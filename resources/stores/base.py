@@ -424,8 +424,8 @@ class ObjectStore(abc.ABC):
         ``chunk_reads``: how to read its chunks on a store with a choice (:meth:`chunk_reads_for`)."""
         t0 = time.perf_counter()
         source, fallback = "ring", None
-        reads, reads_reason = self.chunk_reads_for(chunk_reads)
         for attempt in range(2):
+            reads = reads_reason = None  # decided only where chunks come from the store
             head = self._head(key)
             if head is None:
                 raise ObjectMissingError(self.uri(key), self.ttl_seconds or None)
@@ -440,6 +440,7 @@ class ObjectStore(abc.ABC):
                     buffer, fallback = self._read_local(key, manifest)
                     source = "ring" if buffer is None else "local copy"
                     if buffer is None:
+                        reads, reads_reason = self.chunk_reads_for(chunk_reads)
                         buffer = self._assemble(key, manifest, reads)
                 break
             except ObjectMissingError:
@@ -453,8 +454,6 @@ class ObjectStore(abc.ABC):
         self._observe("read", manifest, time.perf_counter() - t0)  # the bytes' transfer, before unpickling
         serializer = get_serializer(manifest.serializer) if manifest.serializer != self.serializer.name else self.serializer
         value = serializer.loads(frames)
-        if source != "ring" or manifest.inline:
-            reads, reads_reason = None, None  # no chunk came from the store
         return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback,
                                 reads, reads_reason)
 

@@ -233,10 +233,13 @@ def nearest_replica_first_class():
         def make_query_plan(self, working_keyspace=None, query=None):
             plan = list(super().make_query_plan(working_keyspace, query))
             keyspace = query.keyspace if query is not None and query.keyspace else working_keyspace
-            if query is None or query.routing_key is None or keyspace is None or len(plan) < 2:
+            if query is None or query.routing_key is None or keyspace is None:
+                return iter(plan)
+            here = {h for h in plan if is_local_address(h.address)}
+            if not here or len(here) == len(plan):  # a loopback ring, or none here: no second token lookup
                 return iter(plan)
             replicas = set(self.ring_metadata.get_replicas(keyspace, query.routing_key))
-            return iter(sorted(plan, key=lambda host: not (host in replicas and is_local_address(host.address))))
+            return iter(sorted(plan, key=lambda host: not (host in here and host in replicas)))
 
     return NearestReplicaFirst
 
