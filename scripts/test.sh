@@ -15,6 +15,8 @@ fi
 # on 2 GiB heaps; the NUMA plan's own sizing rule is tested in tests/test_numa.py)
 export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"
 .venv/bin/asgard stores up
+# the disk before and after: MinIO refuses writes and pip fails near a full disk (seen in CI)
+df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
 
 # The ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses, members
 # and Dagster instance; nothing of the loopback servers) spends most of its ten minutes waiting on
@@ -38,6 +40,7 @@ if [ ${#beside[@]} -gt 0 ]; then
   beside_rc=$?
   set -e
   echo "=== ${beside[*]} (beside the rest) ==="
+  df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
   cat "$beside_log"
   # last, where a CI log's tail keeps it: each failure of the main pass with its error's end
   .venv/bin/python scripts/failures_summary.py "$main_xml"
