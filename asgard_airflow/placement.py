@@ -22,12 +22,14 @@ from asgard.resources.stores.local_copy import AUTO_PLACEMENT, PlacementChoice, 
 
 ONE_HOST_EXECUTORS = ("LocalExecutor", "SequentialExecutor")
 CELERY_EXECUTOR = "CeleryExecutor"
-#: how far up the call stack the pushing task instance is looked for (the task runner is ~10 frames up)
-MAX_FRAMES = 40
+#: how far up the call stack the running task instance is looked for (the task runner is ~10 frames
+#: above a push; a pull while templates render, such as a task's arguments, is deeper)
+MAX_FRAMES = 80
 
 
-def _current_task(dag_id: str | None, task_id: str | None) -> Any | None:
-    """The task pushing the value, None where none is found (a value pushed by hand).
+def running_task(dag_id: str | None = None, task_id: str | None = None) -> Any | None:
+    """The task the task runner is running (``task_id`` given: only that task), None where none is
+    found (a value pushed or pulled by hand).
 
     Airflow hands an XCom backend the task's ids, not the task, and pushes a task's return value
     after its context is gone (``get_current_context`` fails there): the task instance is found
@@ -40,7 +42,8 @@ def _current_task(dag_id: str | None, task_id: str | None) -> Any | None:
             return None
         ti = frame.f_locals.get("ti")
         task = getattr(ti, "task", None)
-        if task is not None and getattr(task, "task_id", None) == task_id and getattr(ti, "dag_id", dag_id) == dag_id:
+        if task is not None and (task_id is None or (getattr(task, "task_id", None) == task_id
+                                                     and getattr(ti, "dag_id", dag_id) == dag_id)):
             return task
         frame = frame.f_back
     return None
@@ -82,7 +85,7 @@ def placement_for(setting: str, dag_id: str | None, task_id: str | None) -> Plac
     ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here."""
     if setting != AUTO_PLACEMENT:
         return None
-    task = _current_task(dag_id, task_id)
+    task = running_task(dag_id, task_id)
     if task is None:
         return choose_placement(AUTO_PLACEMENT, None, "no task around it")
     same, why = readers_on_this_host(task)

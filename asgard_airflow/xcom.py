@@ -65,6 +65,7 @@ from .errors import (
     XComValueTamperedError, XComValueTooLargeError, describe,
 )
 from .placement import placement_for
+from .rendered import record_pull, record_push
 from .settings import Settings, configured_store, read_settings
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,8 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
             ref["item_formats"] = formats
     else:
         ref.update(checksum=f"crc32:{manifests[0].checksum}", version=manifests[0].version)
+    # the pushing task's Rendered Template names what was decided for this value, and why
+    record_push(where, ref, settings.option("codec"), [r.codec_reason for r in results if r.codec_reason])
     return ref
 
 
@@ -458,6 +461,7 @@ def _log_read(ref: dict, where: dict, got) -> None:
         f" (its local copy: {got.fallback}, the ring served)" if got.fallback else "")
     log.log(logging.INFO if m.size >= LOGGED_READ_BYTES else logging.DEBUG, "Read %s from %s%s: %d bytes in %.3f s",
             describe(where), ref.get("uri", ""), source, m.size, got.seconds)
+    record_pull(ref, where, got)  # and the pulling task's Rendered Template
 
 
 def load_reference(ref: dict, item: int | None = None) -> Any:

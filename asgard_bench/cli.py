@@ -4,6 +4,7 @@
     asgard bench io [--json]         store throughput and memory, every backend
     asgard bench apps [--json]       Perf/$ and latency of the apps on every backend
     asgard bench dynamic [--json]    bursts of apps: static default, static tuned, Asgard
+    asgard bench day [--json]        a data-heavy day: the stock peer, default, best static, the loop per edge
     asgard bench scaling [--json]    1 and N pinned Cassandra instances against one unpinned
     asgard bench drivers [--json]    the Cassandra store on cassandra-driver against scylla-driver
     asgard bench xcom [--json]       Airflow XCom push+pull: Cassandra, the object-storage backend, the database
@@ -216,6 +217,42 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
         return
     click.echo(table(result))
     click.echo(f"written: {result['out']}/dynamic.json, {result['plot']}")
+
+
+@bench.command("day")
+@click.option("--settings", default="loopback,cloud", show_default=True,
+              help="Comma-separated: loopback, cloud (the paper's deployment, emulated links), hosts3 (reported as not run yet).")
+@click.option("--mix", default=None, help="The day's runs: app[:scale=X;fanout=N], comma-separated "
+              "(default: etl_columnar:scale=0.5 twice, word_count).")
+@click.option("--concurrent", default=2, show_default=True, type=click.IntRange(1), help="Runs of the day at once.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1),
+              help="Interleaved rounds of the four variants (2 or more for the noise floor).")
+@click.option("--search-probes", default=8, show_default=True, type=click.IntRange(1),
+              help="best_static: probe runs of its coordinate search, per setting.")
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Fitted surrogate (default: the one shipped in tuner/data).")
+@click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-day/<timestamp>/).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {settings: {loopback|cloud|hosts3: {variants, noise_pct, store_share_pct, failed_runs}}}.")
+def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, as_json):
+    """A data-heavy day of pipelines, N at once, four ways interleaved: the stock S3 peer, Cassandra at
+    its defaults, the best single static configuration and the loop per edge; E2E and Perf/$."""
+    from .day import DEFAULT_MIX, DayConfig, parse_mix, run_day, summary_json, table
+
+    try:
+        cfg = DayConfig(settings=[s.strip() for s in settings.split(",") if s.strip()],
+                        mix=parse_mix(mix or DEFAULT_MIX), concurrent=concurrent, rounds=rounds,
+                        search_probes=search_probes, prices=prices, out=out, model_path=model_path)
+        cfg.check()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    result = run_day(cfg, on_event=None if as_json else (lambda m: click.echo(m, err=True)))
+    if as_json:
+        click.echo(json.dumps(summary_json(result), indent=2, default=str))
+        return
+    click.echo(table(result))
+    click.echo(f"written: {result['out']}/day.json")
 
 
 @bench.command("scaling")

@@ -71,6 +71,14 @@ def xcom_rows(home: dict, dag_id: str, run_id: str) -> dict:
     return {(t, m, k): json.loads(v) if isinstance(v, str) else v for t, m, k, v in rows}
 
 
+def rendered_fields(home: dict, dag_id: str, run_id: str) -> dict:
+    """``{task_id: rendered fields}`` of one run (map index -1), from Airflow's
+    rendered_task_instance_fields table: what the UI's Rendered Template tab shows."""
+    rows = query(home, "SELECT task_id, rendered_fields FROM rendered_task_instance_fields "
+                 "WHERE dag_id = ? AND run_id = ? AND map_index = -1", dag_id, run_id)
+    return {t: json.loads(v) if isinstance(v, str) else v for t, v in rows}
+
+
 def raw_sizes(home: dict, dag_id: str, run_id: str) -> dict:
     """``{(task_id, map_index, key): bytes of the row's JSON}``: what Airflow's database holds."""
     rows = query(home, "SELECT task_id, map_index, key, length(CAST(value AS BLOB)) FROM xcom "

@@ -175,6 +175,10 @@ def make_tls(conf: Path, address: str, password: str) -> dict[str, Path]:
     return {"ca_pem": ca_pem, "keystore": keystore, "truststore": truststore}
 
 
+#: coreutils env, exec'ing in place: the stop signals at their defaults
+SHELL_SIGNALS = ["env", "--default-signal=HUP,INT,QUIT,TERM"]
+
+
 class HandStartedNode:
     """One node of ``version`` in the namespace of :data:`SLOT`, its files under ``root``."""
 
@@ -238,7 +242,9 @@ class HandStartedNode:
         self.kill_leftovers()
         self.namespace.create()
         log = open(self.root / "logs" / "stdout.log", "wb")
-        self.proc = subprocess.Popen([*self.namespace_prefix(), *self.command()], stdout=log,
+        # with the stop signals at their defaults, as an operator's shell starts it (a whole-suite pytest
+        # may have inherited SIGTERM ignored: the JVM then ignored the teardown's TERM for its 60 s)
+        self.proc = subprocess.Popen([*SHELL_SIGNALS, *self.namespace_prefix(), *self.command()], stdout=log,
                                      stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout

@@ -10,7 +10,7 @@ import pytest
 from asgard.resources.stores.base import ObjectKey
 from asgard.resources.stores.registry import open_store
 
-from .airflow_support import REPO, dags_test, make_home, purge, xcom_rows
+from .airflow_support import REPO, dags_test, make_home, purge, rendered_fields, xcom_rows
 
 KEYSPACE = "asgard_airflow_test"
 
@@ -28,6 +28,18 @@ def test_a_copy_where_the_reader_runs_and_the_reader_uses_it(cassandra_node, tmp
         code, text, run_id = dags_test(home, "asgard_big_small")
         assert code == 0 and "ASGARD-CHECK big ok" in text, text[-5000:]
         ref = xcom_rows(home, "asgard_big_small", run_id)[("produce_big", -1, "return_value")]
+        # each edge's decisions and reasons, in the Rendered Template of the task that pushed and of the one that pulled
+        rendered = rendered_fields(home, "asgard_big_small", run_id)
+        pushed, pulled = rendered["produce_big"]["asgard_edges"], rendered["check"]["asgard_edges"]
+        assert f"| push `return_value` to `check` | {ref['bytes']:,} | codec none; placement {ref['placement']} | " \
+               f"codec: [asgard] codec = none; placement: {ref['placement_reason']} |" in pushed, pushed
+        assert "asgard_edges" not in rendered["produce_small"]  # kept in Airflow's table: nothing decided
+        assert f"| pull `produce_big.return_value` | {ref['bytes']:,} | " in pulled, pulled
+        if setting == "auto":
+            # loopback: one host holds the whole ring, so its chunks are read at the store's consistency
+            assert "ring; chunk reads quorum" in pulled and "every member runs on this host" in pulled, pulled
+        else:
+            assert "local copy" in pulled and "a copy on this host" in pulled, pulled
         if setting == "auto":
             assert ref["placement"] == "ring", ref
             assert "runs its 1 downstream task(s) on this host, but a copy costs the put about what 2 reads" \

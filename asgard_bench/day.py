@@ -1,0 +1,417 @@
+"""``asgard bench day``: a data-heavy day of pipelines, four ways, in each setting (issue 37, item 5).
+
+A *day* is a mix of pipeline runs (by default the columnar ETL twice and word count) started
+``concurrent`` at a time on one Dagster instance, each on the multiprocess executor. It runs
+four ways, interleaved round by round (the order rotated each round, so drift hits all alike):
+
+* ``peer``        -- dagster-aws's ``S3PickleIOManager`` on MinIO, the stock peer;
+* ``default``     -- our CassandraIOManager with its default fields, the node on its defaults;
+* ``best_static`` -- one value of each per-edge lever (codec, placement, chunk size, requests in
+  flight) for every edge, found by a coordinate search of probe runs in this setting before the
+  rounds, with the server configuration the surrogate recommends for the day's workload;
+* ``loop``        -- the levers decided per edge (``codec`` and ``placement`` ``auto``; the
+  connection's ``chunk_reads`` is ``auto`` by default) and, where the retune job manages the node
+  (loopback), the upcoming-runs sensor and the retune job before each round, their
+  reconfiguration time counted in the day's E2E.
+
+Measured per day: its E2E (the first run's start to the last run's end, wall clock), its cost
+and Perf/$ = 1 / (E2E x cost). The cost is the runs' function GB-seconds plus the store: an
+instance-priced store is charged once for the day's E2E, which the ``concurrent`` runs share
+(not once per run), S3 by the requests the day made (:mod:`asgard_bench.cost`, ``prices.yaml``,
+AWS list prices of November 2022). The noise floor beside every ratio is the day's E2E
+round-to-round variation of the default variant (A/A: the same configuration each round).
+
+Settings: ``loopback`` (the project's servers on 127.0.0.1) and ``cloud`` (the paper's
+deployment emulated: :mod:`asgard.resources.network`, each store behind its link). ``hosts3``
+is reported as not run: the day's runs do not yet execute on the emulated hosts' workers.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+SETTINGS = ("loopback", "cloud", "hosts3")
+RUNNABLE_SETTINGS = ("loopback", "cloud")
+HOSTS3_NOT_RUN = ("not run: the day's runs execute on this host's multiprocess executor; running them on the "
+                  "emulated hosts' celery workers (asgard hosts up) is not built into this bench yet")
+VARIANTS = ("peer", "default", "best_static", "loop")
+PEER_BACKEND = "s3_stock"
+MiB = 1 << 20
+#: the per-edge levers best_static sets once for every edge: the default first, then the alternatives
+STATIC_LEVERS: dict[str, tuple] = {
+    "codec": ("none", "lz4", "zstd"),
+    "placement": ("ring", "producer-local"),
+    "chunk_size_bytes": (0, 1 * MiB, 16 * MiB),
+    "concurrency": (8, 4, 16),
+}
+#: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default)
+LOOP_FIELDS = {"codec": "auto", "placement": "auto"}
+DEFAULT_MIX = "etl_columnar:scale=0.5,etl_columnar:scale=0.5,word_count"
+
+
+def parse_mix(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``app[:key=value[;key=value]]`` entries, comma-separated, each one run of the day."""
+    from asgard.pipelines.jobs import APPS
+
+    mix = []
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        app, _, rest = entry.partition(":")
+        if app not in APPS:
+            raise ValueError(f"--mix: unknown app {app!r} in {entry!r}; known: {sorted(APPS)}")
+        sizes: dict[str, Any] = {}
+        for pair in (p for p in rest.split(";") if p):
+            key, eq, value = pair.partition("=")
+            if not eq or key not in ("scale", "fanout", "reducers"):
+                raise ValueError(f"--mix: {pair!r} in {entry!r} is not scale=, fanout= or reducers=<number>")
+            sizes[key] = int(value) if key != "scale" else float(value)
+        mix.append((app, sizes))
+    if not mix:
+        raise ValueError("--mix names no run")
+    return mix
+
+
+@dataclass
+class DayConfig:
+    settings: list[str] = field(default_factory=lambda: list(RUNNABLE_SETTINGS))
+    mix: list[tuple[str, dict]] = field(default_factory=lambda: parse_mix(DEFAULT_MIX))
+    concurrent: int = 2  # runs of the day at once
+    rounds: int = 3  # interleaved rounds (>= 2 for a noise floor)
+    max_concurrent: int = 2  # steps at once within a run
+    search_probes: int = 8  # best_static's probe runs at most, per setting
+    prices: str | None = None
+    out: str | None = None
+    model_path: str | None = None
+
+    def check(self) -> None:
+        unknown = [s for s in self.settings if s not in SETTINGS]
+        if unknown:
+            raise ValueError(f"unknown settings {unknown}; choose from {list(SETTINGS)}")
+        if self.rounds < 1 or self.concurrent < 1 or self.max_concurrent < 1 or self.search_probes < 1:
+            raise ValueError("rounds, concurrent, max_concurrent and search_probes must be at least 1")
+
+
+def _variant_order(i: int) -> list[str]:
+    return [VARIANTS[(i + j) % len(VARIANTS)] for j in range(len(VARIANTS))]
+
+
+class Day:
+    """One setting's servers, Dagster instance and node, running the mix as a variant would."""
+
+    def __init__(self, cfg: DayConfig, network: str, instance, prices, say: Callable[[str], None]):
+        from asgard.resources.network import Deployment
+        from asgard.resources.stores.cql import CassandraObjectStore
+        from asgard.tuner.measure import Interleaver
+
+        from .apps_servers import server_for
+
+        self.cfg, self.network, self.instance, self.prices, self.say = cfg, network, instance, prices, say
+        self.deployment = Deployment(network)
+        self.node = self.deployment.server("cassandra")
+        self.store = CassandraObjectStore(**self.deployment.store_kwargs("cassandra"), keyspace="asgard")
+        self.store.ensure_schema()
+        self.nodes = Interleaver(self.node, self.store, settle_s=0)  # switches change only what differs
+        self.minio = server_for(PEER_BACKEND, network)
+        self.hourly = prices.instances[prices.storage_kind("cassandra")[1]]
+
+    def run(self, rnd: int, variant: str, backend: str, client: dict | None) -> dict[str, Any]:
+        """The mix once, ``concurrent`` runs at a time; the day's record (runs, E2E, cost)."""
+        from .apps_run import run_one
+        from .cost import instance_cost, perf_per_dollar, s3_request_cost, s3_requests
+
+        counts = getattr(self.minio, "request_counts", None) if backend == PEER_BACKEND else None
+        before = counts() if counts else {}
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-day") as pool:
+            futures = [pool.submit(run_one, self.instance, rnd, variant, app, backend, sizes, self.prices,
+                                   self.cfg.max_concurrent, None, self.network, client) for app, sizes in self.cfg.mix]
+            rows = [f.result()[0] for f in futures]
+        e2e = time.perf_counter() - t0
+        functions = sum(r["function_usd"] for r in rows)
+        if counts:  # the day's requests, counted once around all of its runs
+            puts, gets = s3_requests(before, counts())
+            storage = s3_request_cost(puts, gets, self.prices)
+        else:  # one instance for the whole day, shared by the runs in flight
+            storage = instance_cost(self.hourly, e2e)
+        cost = functions + storage
+        failed = [f"{r['app']}: {r['error'] or 'run failed'}" for r in rows if not r["success"]]
+        shares = [r["store_share_pct"] for r in rows if r.get("store_share_pct") is not None]
+        return {"round": rnd, "variant": variant, "backend": backend, "client": client or {}, "e2e_s": e2e,
+                "cost_usd": cost, "storage_usd": storage, "perf_per_dollar": perf_per_dollar(e2e, cost),
+                "failed_runs": len(failed), "failures": failed,
+                "store_share_pct": statistics.median(shares) if shares else None,
+                "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
+                                            "bytes_written", "write_s_total", "read_s_total", "compute_s_total")}
+                         for r in rows]}
+
+    def probe(self, client: dict) -> float:
+        """One run of the mix's first pipeline with ``client``'s fields: its E2E (inf when it fails)."""
+        from .apps_run import run_one
+
+        app, sizes = self.cfg.mix[0]
+        row, _, _ = run_one(self.instance, -1, "search", app, "cassandra", sizes, self.prices,
+                            self.cfg.max_concurrent, None, self.network, client)
+        return row["e2e_s"] if row["success"] else float("inf")
+
+    def search_static(self) -> tuple[dict, list[dict]]:
+        """Coordinate search: each lever in turn, every value tried with the others at the best so
+        far, one probe run each (a value that does not beat the best stays out)."""
+        best = {k: v[0] for k, v in STATIC_LEVERS.items()}
+        best_e2e = self.probe(best)
+        trials = [{"client": dict(best), "e2e_s": best_e2e}]
+        for lever, values in STATIC_LEVERS.items():
+            for value in values[1:]:
+                if len(trials) >= self.cfg.search_probes:
+                    return best, trials
+                candidate = {**best, lever: value}
+                e2e = self.probe(candidate)
+                trials.append({"client": candidate, "e2e_s": e2e})
+                self.say(f"  search {lever}={value}: {e2e:.1f}s (best {best_e2e:.1f}s)")
+                if e2e < best_e2e:
+                    best, best_e2e = candidate, e2e
+        return best, trials
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _cv_pct(xs: list[float]) -> float | None:
+    return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
+
+
+def run_setting(cfg: DayConfig, network: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """The day's four variants in one setting, interleaved; its summary (and every day's record)."""
+    import dagster as dg
+
+    from asgard.pipelines.jobs import make_job
+    from asgard.tuner.dataset import DEFAULT_MODEL, Dataset
+    from asgard.tuner.anova import key_knobs
+    from asgard.tuner.knobs import CLIENT, KNOBS, Configuration
+    from asgard.tuner.retune import applied_config_file, current_configuration
+    from asgard.tuner.surrogates import Surrogate
+    from asgard.tuner.validate import recommend
+
+    from .apps_run import run_one
+    from .cost import Prices
+    from .dynamic import AsgardLoop, NodeState
+
+    prices = Prices.load(cfg.prices)
+    from asgard.resources.network import Deployment
+
+    deployment = Deployment(network)
+    deployment.up(("cassandra", "s3"))
+    t_start = time.time()
+    days: list[dict] = []
+    decisions: list[dict] = []
+    # the retune job reconfigures the node it manages: the local one (127.0.0.1)
+    server_retune = network == "loopback"
+    state_file = applied_config_file()
+    saved_state = state_file.read_text() if state_file.exists() else None
+    with tempfile.TemporaryDirectory(prefix="asgard-bench-day-") as tmp, \
+            dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
+        day = Day(cfg, network, instance, prices, say)
+        initial_overrides = day.node.overrides()
+        found = NodeState(day.store.session, "asgard", "objects")  # the table's options, put back at the end
+        try:
+            day.nodes.switch(Configuration())
+            apps = list(dict.fromkeys(app for app, _ in cfg.mix))
+            # one untimed run of each pipeline: the forkserver, and the history the topology analyzer reads
+            warm: dict[str, float] = {}
+            for app, sizes in cfg.mix:
+                if app not in warm:
+                    say(f"[{network}] warm-up: {app}")
+                    row, _, _ = run_one(instance, -1, "warmup", app, "cassandra", sizes, prices, cfg.max_concurrent,
+                                        None, network, None)
+                    warm[app] = row["e2e_s"]
+            from asgard_dagster.topology import analyze_with_history
+
+            model = Surrogate.load(cfg.model_path or DEFAULT_MODEL)
+            jobs = {app: make_job(app, "cassandra", cfg.max_concurrent, network=network) for app in apps}
+            server_knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
+            static_server, _ = recommend(model, analyze_with_history(jobs[apps[0]], instance).workload(), server_knobs)
+            say(f"[{network}] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
+            day.nodes.switch(static_server)
+            t_search = time.perf_counter()
+            static_client, trials = day.search_static()
+            search_s = time.perf_counter() - t_search
+            say(f"[{network}] best_static: {static_client} on {static_server.non_default() or 'the default server'}")
+            loop = None
+            if server_retune:
+                state_file.unlink(missing_ok=True)  # the loop starts on the default
+                lookahead = {app: sum(warm.values()) / cfg.concurrent for app in apps}
+                loop = AsgardLoop(instance, jobs, Dataset.load().median_restart_seconds(), lookahead, cfg.model_path)
+            loop_config = Configuration()
+            for rnd in range(cfg.rounds):
+                for variant in _variant_order(rnd):
+                    reconf_s = 0.0
+                    if variant == "peer":
+                        backend, client = PEER_BACKEND, None
+                    elif variant == "default":
+                        backend, client = "cassandra", None
+                        day.nodes.switch(Configuration())
+                    elif variant == "best_static":
+                        backend, client = "cassandra", static_client
+                        day.nodes.switch(static_server)
+                    else:
+                        backend, client = "cassandra", dict(LOOP_FIELDS)
+                        day.nodes.switch(loop_config)
+                        if loop is not None:
+                            record = loop.before_burst(apps[0], len(cfg.mix))
+                            loop_config = current_configuration()  # what the retune job left in force
+                            day.nodes.current = loop_config
+                            reconf_s = record["seconds"] if record["reconfigured"] else 0.0
+                            decisions.append({**record, "round": rnd})
+                            say(f"[{network}] loop before round {rnd + 1}: {record.get('reason', record['sensor'])}")
+                    record = day.run(rnd, variant, backend, client)
+                    record["reconfiguration_s"] = reconf_s
+                    record["e2e_s"] += reconf_s
+                    if reconf_s:
+                        from .cost import instance_cost, perf_per_dollar
+
+                        record["cost_usd"] += instance_cost(day.hourly, reconf_s)
+                        record["perf_per_dollar"] = perf_per_dollar(record["e2e_s"], record["cost_usd"])
+                    days.append(record)
+                    say(f"[{network}] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
+                        + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
+        finally:
+            say(f"[{network}] restoring the node")
+            try:
+                if day.node.overrides() != initial_overrides:
+                    from asgard.tuner.knob_apply import wait_store_ready
+
+                    day.node.restart_with(initial_overrides, replace=True)
+                    wait_store_ready(day.store)
+                found.restore(day.store.session)
+            finally:
+                if saved_state is not None:
+                    state_file.write_text(saved_state)
+                else:
+                    state_file.unlink(missing_ok=True)
+    variants = {}
+    for v in VARIANTS:
+        mine = [d for d in days if d["variant"] == v]
+        variants[v] = {"e2e_s": _median([d["e2e_s"] for d in mine]),
+                       "perf_per_dollar": _median([d["perf_per_dollar"] for d in mine]),
+                       "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
+                       "store_share_pct": _median([d["store_share_pct"] for d in mine]),
+                       "failed_runs": sum(d["failed_runs"] for d in mine),
+                       "reconfiguration_s": round(sum(d["reconfiguration_s"] for d in mine), 2), "days": len(mine)}
+    variants["best_static"]["config"] = {"io_manager": static_client, "server": static_server.non_default()}
+    variants["loop"]["config"] = {"io_manager": dict(LOOP_FIELDS),
+                                  "server": "retune job per round" if server_retune else
+                                  "the default (the retune job manages the local node only)"}
+    # A/A: the default's day, same configuration every round
+    noise = _cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
+    default_runs = [r["store_share_pct"] for d in days if d["variant"] == "default" for r in d["runs"]
+                    if r["store_share_pct"] is not None]
+    return {
+        "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
+        "store_share_pct": round(_median(default_runs), 1) if default_runs else None,
+        "failed_runs": sum(d["failed_runs"] for d in days),
+        "ratios": _ratios(variants),
+        "store_share_by_app": {app: _median([r["store_share_pct"] for d in days if d["variant"] == "default"
+                                             for r in d["runs"] if r["app"] == app]) for app, _ in cfg.mix},
+        "search": {"trials": trials, "seconds": round(search_s, 1)},
+        "decisions": decisions, "days": days, "seconds": round(time.time() - t_start, 1),
+        "network": {"profile": network, "description": deployment.profile.description},
+    }
+
+
+def _ratios(variants: dict) -> dict[str, float | None]:
+    """E2E speed-ups (the other's E2E over this one's) and Perf/$ ratios the issue's targets name."""
+    def over(a: str, b: str, key: str) -> float | None:
+        x, y = variants[a][key], variants[b][key]
+        if not x or not y:
+            return None
+        return round((y / x) if key == "e2e_s" else (x / y), 3)
+
+    return {"loop_over_best_static_e2e": over("loop", "best_static", "e2e_s"),
+            "loop_over_peer_e2e": over("loop", "peer", "e2e_s"),
+            "default_over_peer_e2e": over("default", "peer", "e2e_s"),
+            "loop_over_peer_perf_per_dollar": over("loop", "peer", "perf_per_dollar"),
+            "loop_over_default_e2e": over("loop", "default", "e2e_s")}
+
+
+def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every selected setting, one after the other; the result (also written to ``out/day.json``)."""
+    cfg.check()
+    say = on_event or (lambda _: None)
+    from .cost import Prices
+
+    prices = Prices.load(cfg.prices)
+    settings: dict[str, Any] = {}
+    for name in SETTINGS:
+        if name not in cfg.settings:
+            settings[name] = {"run": False, "reason": "not selected (--settings)"}
+        elif name == "hosts3":
+            settings[name] = {"run": False, "reason": HOSTS3_NOT_RUN}
+        else:
+            settings[name] = {"run": True, **run_setting(cfg, name, say)}
+    out = Path(cfg.out) if cfg.out else Path("reports/bench-day") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,
+              "rounds": cfg.rounds, "prices": prices.raw.get("function", {}).get("source"),
+              "pricing": "function GB-s (AWS Lambda) + the Cassandra instance (EC2 i3.large) for the day's E2E, "
+                         "shared by its concurrent runs; S3 by its requests (prices.yaml, AWS list prices Nov 2022)",
+              "out": str(out)}
+    (out / "day.json").write_text(json.dumps(result, indent=2, default=str))
+    (out / "day.txt").write_text(table(result) + "\n")
+    return result
+
+
+def summary_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The ``--json`` object: per setting its variants' E2E and Perf/$, noise, store share, failures."""
+    out: dict[str, Any] = {}
+    for name, s in result["settings"].items():
+        if not s.get("run"):
+            out[name] = {"run": False, "reason": s["reason"]}
+            continue
+        out[name] = {"variants": {v: {"e2e_s": d["e2e_s"], "perf_per_dollar": d["perf_per_dollar"],
+                                      "failed_runs": d["failed_runs"]} for v, d in s["variants"].items()},
+                     "noise_pct": s["noise_pct"], "store_share_pct": s["store_share_pct"],
+                     "failed_runs": s["failed_runs"], "ratios": s["ratios"]}
+    return {"settings": out, "mix": result["mix"], "concurrent": result["concurrent"], "rounds": result["rounds"],
+            "out": result["out"]}
+
+
+def table(result: dict[str, Any]) -> str:
+    mix = ", ".join(f"{m['app']}" + "".join(f" {k}={v}" for k, v in m.items() if k != "app") for m in result["mix"])
+    lines = [f"day: {mix}; {result['concurrent']} runs at once; {result['rounds']} rounds, variants interleaved",
+             f"pricing: {result['pricing']}"]
+    for name, s in result["settings"].items():
+        lines.append("")
+        if not s.get("run"):
+            lines.append(f"[{name}] {s['reason']}")
+            continue
+        lines.append(f"[{name}] {s['network']['description'].strip()[:100]}")
+        lines.append(f"{'variant':<12}{'day E2E s':>10}{'  [min, max]':<18}{'Perf/$':>9}{'store %':>9}{'failed':>8}"
+                     f"{'reconf s':>10}  config")
+        for v in VARIANTS:
+            d = s["variants"][v]
+            rng = d["e2e_s_range"] or [0, 0]
+            share = f"{d['store_share_pct']:.0f}" if d["store_share_pct"] is not None else "-"
+            lines.append(f"{v:<12}{d['e2e_s'] or 0:>10.1f}  [{rng[0]:.1f}, {rng[1]:.1f}]".ljust(40)
+                         + f"{d['perf_per_dollar'] or 0:>9.2f}{share:>9}{d['failed_runs']:>8}{d['reconfiguration_s']:>10.1f}"
+                         f"  {json.dumps(d.get('config', ''), default=str) if d.get('config') else ''}")
+        r = s["ratios"]
+        noise = f"{s['noise_pct']:.1f}%" if s["noise_pct"] is not None else "n/a (one round)"
+        lines.append(f"noise floor: the default's day E2E varies {noise} round to round (A/A)")
+        lines.append(f"loop over best_static, E2E: {r['loop_over_best_static_e2e']}x; over the peer: E2E "
+                     f"{r['loop_over_peer_e2e']}x, Perf/$ {r['loop_over_peer_perf_per_dollar']}x; "
+                     f"default over the peer, E2E: {r['default_over_peer_e2e']}x")
+        lines.append(f"store share of the steps' time (default): {s['store_share_pct']}% "
+                     + "; ".join(f"{a} {p:.0f}%" for a, p in s["store_share_by_app"].items() if p is not None))
+        for t in s["search"]["trials"]:
+            lines.append(f"  search probe {json.dumps(t['client'])}: {t['e2e_s']:.1f}s")
+        for rec in s["decisions"]:
+            lines.append(f"  loop before round {rec['round'] + 1}: {rec['sensor']}; "
+                         f"{'reconfigured in %.2fs' % rec['seconds'] if rec['reconfigured'] else 'kept'}"
+                         f" -- {rec.get('reason', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""``asgard bench day`` in miniature on loopback, through the click command: a day of two ETL runs
+at once, its four variants interleaved round by round, best_static's search, the loop's sensor and
+retune job, the --json object scripts read, and the node put back as found."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from asgard.cli import main
+
+
+def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(cassandra_node, tmp_path):
+    from asgard_dagster.retune import applied_config_file
+
+    overrides_before = cassandra_node.overrides()
+    state_before = applied_config_file().read_text() if applied_config_file().exists() else None
+    out = tmp_path / "day"
+    res = CliRunner().invoke(main, ["bench", "day", "--settings", "loopback,hosts3", "--rounds", "2",
+                                    "--mix", "etl_columnar:fanout=3;scale=0.05,etl_columnar:fanout=2;scale=0.05",
+                                    "--search-probes", "2", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)  # stderr carries the progress lines
+    settings = summary["settings"]
+    assert set(settings) == {"loopback", "cloud", "hosts3"}
+    assert settings["cloud"] == {"run": False, "reason": "not selected (--settings)"}
+    assert settings["hosts3"]["run"] is False and "not built" in settings["hosts3"]["reason"]
+    loopback = settings["loopback"]
+    assert set(loopback["variants"]) == {"peer", "default", "best_static", "loop"}
+    for name, v in loopback["variants"].items():
+        assert v["failed_runs"] == 0, name
+        assert v["e2e_s"] > 0 and v["perf_per_dollar"] > 0, name
+    assert loopback["failed_runs"] == 0
+    assert loopback["noise_pct"] is not None and loopback["noise_pct"] >= 0  # two default days: an A/A spread
+    assert 0 < loopback["store_share_pct"] < 100
+    ratios = loopback["ratios"]
+    assert ratios["loop_over_best_static_e2e"] == round(
+        loopback["variants"]["best_static"]["e2e_s"] / loopback["variants"]["loop"]["e2e_s"], 3)
+
+    full = json.loads((out / "day.json").read_text())["settings"]["loopback"]
+    # interleaved: each round runs every variant once, the order rotated
+    assert [d["variant"] for d in full["days"]] == ["peer", "default", "best_static", "loop",
+                                                   "default", "best_static", "loop", "peer"]
+    # each day ran both pipelines, at once: the day is shorter than its runs one after the other
+    for d in full["days"]:
+        assert [r["app"] for r in d["runs"]] == ["etl_columnar", "etl_columnar"] and all(r["success"] for r in d["runs"])
+        assert d["e2e_s"] - d["reconfiguration_s"] < sum(r["e2e_s"] for r in d["runs"]) + 5
+    # the peer is dagster-aws's manager on MinIO, priced by requests; the others on Cassandra
+    assert {d["backend"] for d in full["days"] if d["variant"] == "peer"} == {"s3_stock"}
+    assert {d["backend"] for d in full["days"] if d["variant"] != "peer"} == {"cassandra"}
+    # best_static: its probes, and the one it kept is the fastest it saw
+    trials = full["search"]["trials"]
+    assert len(trials) == 2
+    kept = full["variants"]["best_static"]["config"]["io_manager"]
+    assert kept == min(trials, key=lambda t: t["e2e_s"])["client"]
+    assert {d["client"]["codec"] for d in full["days"] if d["variant"] == "loop"} == {"auto"}
+    # the loop: the sensor asks for a retune before the first round, not before the second (same mix)
+    assert [d["sensor"] for d in full["decisions"]] == ["retune", "skip"]
+    # the node is as it was found: its yaml overrides and the retune job's state file
+    assert cassandra_node.overrides() == overrides_before
+    assert (applied_config_file().read_text() if applied_config_file().exists() else None) == state_before
