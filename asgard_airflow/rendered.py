@@ -23,6 +23,9 @@ HEAD = ["| edge | bytes | decision | why |", "|---|---|---|---|"]
 
 # rows per task object of this process (a task process runs one task; ``airflow dags test`` all of a run's)
 _rows: dict[int, list[str]] = {}
+# rows of a mapped task's pulls while its arguments render: the operator it unmaps to does not exist
+# yet (its fields are the mapped task's: a field added there fails the render), so they wait for it
+_waiting: dict[tuple, list[str]] = {}
 
 
 def _cell(text: Any) -> str:
@@ -30,7 +33,14 @@ def _cell(text: Any) -> str:
 
 
 def _show(task: Any, row: str) -> None:
+    from airflow.sdk import BaseOperator
+
+    ids = (getattr(task, "dag_id", None), getattr(task, "task_id", None))
+    if not isinstance(task, BaseOperator):  # a MappedOperator, rendering the instance's arguments
+        _waiting.setdefault(ids, []).append(row)
+        return
     rows = _rows.setdefault(id(task), [])
+    rows.extend(_waiting.pop(ids, []))
     rows.append(row)
     more = len(rows) - MAX_ROWS
     text = "\n".join(HEAD + rows[:MAX_ROWS] + ([f"\n... and {more} more edge(s)"] if more > 0 else []))
