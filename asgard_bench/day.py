@@ -119,8 +119,9 @@ class Day:
         self.minio = server_for(PEER_BACKEND, network)
         self.hourly = prices.instances[prices.storage_kind("cassandra")[1]]
 
-    def run(self, rnd: int, variant: str, backend: str, client: dict | None) -> dict[str, Any]:
-        """The mix once, ``concurrent`` runs at a time; the day's record (runs, E2E, cost)."""
+    def run(self, rnd: int, variant: str, backend: str, client: dict | None, reconf_s: float = 0.0) -> dict[str, Any]:
+        """The mix once, ``concurrent`` runs at a time, after ``reconf_s`` seconds of reconfiguring
+        (counted in its E2E and in the instance's time); the day's record (runs, E2E, cost)."""
         from .apps_run import run_one
         from .cost import instance_cost, perf_per_dollar, s3_request_cost, s3_requests
 
@@ -131,7 +132,7 @@ class Day:
             futures = [pool.submit(run_one, self.instance, rnd, variant, app, backend, sizes, self.prices,
                                    self.cfg.max_concurrent, None, self.network, client) for app, sizes in self.cfg.mix]
             rows = [f.result()[0] for f in futures]
-        e2e = time.perf_counter() - t0
+        e2e = time.perf_counter() - t0 + reconf_s
         functions = sum(r["function_usd"] for r in rows)
         if counts:  # the day's requests, counted once around all of its runs
             puts, gets = s3_requests(before, counts())
@@ -142,6 +143,7 @@ class Day:
         failed = [f"{r['app']}: {r['error'] or 'run failed'}" for r in rows if not r["success"]]
         shares = [r["store_share_pct"] for r in rows if r.get("store_share_pct") is not None]
         return {"round": rnd, "variant": variant, "backend": backend, "client": client or {}, "e2e_s": e2e,
+                "reconfiguration_s": reconf_s,
                 "cost_usd": cost, "storage_usd": storage, "perf_per_dollar": perf_per_dollar(e2e, cost),
                 "failed_runs": len(failed), "failures": failed,
                 "store_share_pct": statistics.median(shares) if shares else None,
@@ -186,7 +188,7 @@ def _cv_pct(xs: list[float]) -> float | None:
     return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
 
 
-def run_setting(cfg: DayConfig, network: str, say: Callable[[str], None]) -> dict[str, Any]:
+def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
     """The day's four variants in one setting, interleaved; its summary (and every day's record)."""
     import dagster as dg
 
@@ -198,12 +200,11 @@ def run_setting(cfg: DayConfig, network: str, say: Callable[[str], None]) -> dic
     from asgard.tuner.surrogates import Surrogate
     from asgard.tuner.validate import recommend
 
+    from asgard.resources.network import Deployment
+
     from .apps_run import run_one
-    from .cost import Prices
     from .dynamic import AsgardLoop, NodeState
 
-    prices = Prices.load(cfg.prices)
-    from asgard.resources.network import Deployment
 
     deployment = Deployment(network)
     deployment.up(("cassandra", "s3"))
@@ -269,14 +270,7 @@ def run_setting(cfg: DayConfig, network: str, say: Callable[[str], None]) -> dic
                             reconf_s = record["seconds"] if record["reconfigured"] else 0.0
                             decisions.append({**record, "round": rnd})
                             say(f"[{network}] loop before round {rnd + 1}: {record.get('reason', record['sensor'])}")
-                    record = day.run(rnd, variant, backend, client)
-                    record["reconfiguration_s"] = reconf_s
-                    record["e2e_s"] += reconf_s
-                    if reconf_s:
-                        from .cost import instance_cost, perf_per_dollar
-
-                        record["cost_usd"] += instance_cost(day.hourly, reconf_s)
-                        record["perf_per_dollar"] = perf_per_dollar(record["e2e_s"], record["cost_usd"])
+                    record = day.run(rnd, variant, backend, client, reconf_s)
                     days.append(record)
                     say(f"[{network}] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
                         + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
@@ -353,7 +347,7 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
         elif name == "hosts3":
             settings[name] = {"run": False, "reason": HOSTS3_NOT_RUN}
         else:
-            settings[name] = {"run": True, **run_setting(cfg, name, say)}
+            settings[name] = {"run": True, **run_setting(cfg, name, prices, say)}
     out = Path(cfg.out) if cfg.out else Path("reports/bench-day") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
     result = {"settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,

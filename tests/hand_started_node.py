@@ -24,6 +24,9 @@ import subprocess
 import time
 from pathlib import Path
 
+# coreutils env with the stop signals at their defaults, exec'ing in place (the project's launcher uses it too)
+from asgard.resources.process import DEFAULT_SIGNALS
+
 SLOT = 245
 CQL_PORT, JMX_PORT = 9042, 7199
 
@@ -175,10 +178,6 @@ def make_tls(conf: Path, address: str, password: str) -> dict[str, Path]:
     return {"ca_pem": ca_pem, "keystore": keystore, "truststore": truststore}
 
 
-#: coreutils env, exec'ing in place: the stop signals at their defaults
-SHELL_SIGNALS = ["env", "--default-signal=HUP,INT,QUIT,TERM"]
-
-
 class HandStartedNode:
     """One node of ``version`` in the namespace of :data:`SLOT`, its files under ``root``."""
 
@@ -244,7 +243,7 @@ class HandStartedNode:
         log = open(self.root / "logs" / "stdout.log", "wb")
         # with the stop signals at their defaults, as an operator's shell starts it (a whole-suite pytest
         # may have inherited SIGTERM ignored: the JVM then ignored the teardown's TERM for its 60 s)
-        self.proc = subprocess.Popen([*SHELL_SIGNALS, *self.namespace_prefix(), *self.command()], stdout=log,
+        self.proc = subprocess.Popen([*DEFAULT_SIGNALS, *self.namespace_prefix(), *self.command()], stdout=log,
                                      stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
