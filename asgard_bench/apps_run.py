@@ -20,7 +20,8 @@ def _md(metadata: dict, key: str) -> Any:
     return getattr(v, "value", v) if v is not None else None
 
 
-def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str | None = None) -> int | None:
+def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str | None = None,
+                 keys: tuple[str | None, str | None] = (None, None)) -> int | None:
     """Size of a stock manager's stored object (after the run, outside the timed window)."""
     try:
         if backend == "fs_stock" and path:
@@ -30,7 +31,7 @@ def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str 
 
             endpoint = endpoint or LOCAL_ENDPOINT
             bucket, key = uri[5:].split("/", 1)
-            access, secret = resolve_credentials(endpoint, None, None)
+            access, secret = resolve_credentials(endpoint, *keys)
             client = s3_client(endpoint, "us-east-1", access, secret, None, 10, 10, 60)
             return int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
     except Exception:
@@ -61,7 +62,8 @@ def step_parallelism(spans: list[tuple[float, float]]) -> tuple[float, int]:
     return (total / width if width > 0 else float(len(spans))), peak
 
 
-def measure_run(instance, run_id: str, backend: str, s3_endpoint: str | None = None) -> dict[str, Any]:
+def measure_run(instance, run_id: str, backend: str, s3_endpoint: str | None = None,
+                s3_keys: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
     """Latency, steps and edges of one finished run from its event log."""
     import dagster as dg
 
@@ -120,7 +122,7 @@ def measure_run(instance, run_id: str, backend: str, s3_endpoint: str | None = N
     if backend in STOCK_BACKENDS:
         for w in writes:
             if w["bytes"] is None or backend in STOCK_BACKENDS:
-                w["bytes"] = _stored_size(w["uri"], w["path"], backend, s3_endpoint)
+                w["bytes"] = _stored_size(w["uri"], w["path"], backend, s3_endpoint, s3_keys)
     # each read's chunks and (for stock) bytes: from the output it loads
     by_output: dict[tuple, list[dict]] = {}
     for w in writes:
@@ -169,6 +171,7 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
             cassandra_keyspace: dict | None = None) -> tuple[dict, list[dict], list[dict]]:
     """Run ``app`` on ``backend`` once, reached over ``network`` (``io_manager_config``: the IO
     manager's run config); (run row, step rows, edge rows)."""
+    from asgard.pipelines.hosts import HOSTS_NETWORK, hosts_store_kwargs
     from asgard.pipelines.jobs import run_app
     from asgard.resources.network import Deployment
 
@@ -188,8 +191,12 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
     wall = time.perf_counter() - t0
     cpu1 = server.cpu_seconds() if server is not None else 0.0
     puts, gets = s3_requests(requests0, counts()) if counts else (0, 0)
-    s3_endpoint = Deployment(network).store_kwargs("s3").get("endpoint_url")
-    m = measure_run(instance, run_id, pb, s3_endpoint) if run_id else {
+    if network == HOSTS_NETWORK:
+        s3 = hosts_store_kwargs("s3")
+    else:
+        s3 = Deployment(network).store_kwargs("s3")
+    m = measure_run(instance, run_id, pb, s3.get("endpoint_url"),
+                    (s3.get("aws_access_key_id"), s3.get("aws_secret_access_key"))) if run_id else {
         "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "reads": [], "io_timing": "none",
         "parallel_mean": None, "parallel_max": None}
     if run_id and ok and pb in ("cassandra", "redis", "s3", "local"):

@@ -12,8 +12,16 @@ from .apps_config import PIPELINE_BACKEND, CassandraConfigFile
 
 
 def server_for(backend: str, network: str = "loopback"):
-    """The managed server process a backend stores into under ``network`` (None for local files)."""
+    """The managed server process a backend stores into under ``network`` (None for local files;
+    on the emulated hosts, None for the ring of three members)."""
+    from asgard.pipelines.hosts import HOSTS_NETWORK
     from asgard.resources.network import Deployment
+
+    if network == HOSTS_NETWORK:
+        from asgard.resources.workers.deployment import EmulatedDeployment
+
+        kind = PIPELINE_BACKEND.get(backend, backend)
+        return EmulatedDeployment().object_store() if kind in ("s3", "s3_stock") else None
 
     return Deployment(network).server(PIPELINE_BACKEND.get(backend, backend))
 

@@ -21,9 +21,14 @@ instance-priced store is charged once for the day's E2E, which the ``concurrent`
 AWS list prices of November 2022). The noise floor beside every ratio is the day's E2E
 round-to-round variation of the default variant (A/A: the same configuration each round).
 
-Settings: ``loopback`` (the project's servers on 127.0.0.1) and ``cloud`` (the paper's
-deployment emulated: :mod:`asgard.resources.network`, each store behind its link). ``hosts3``
-is reported as not run: the day's runs do not yet execute on the emulated hosts' workers.
+Settings: ``loopback`` (the project's servers on 127.0.0.1), ``cloud`` (the paper's deployment
+emulated: :mod:`asgard.resources.network`, each store behind its link) and ``hosts3``: the 3
+emulated hosts of ``asgard hosts up`` (brought up for the day unless they run), each run's steps
+on dagster-celery's executor, taken by the hosts' workers, its outputs in the ring across the hosts
+(replication factor 3, ``LOCAL_QUORUM``, TLS) or, for the peer, in a MinIO on the hosts' bridge.
+There the server's knobs stay at the ring's configuration for every variant (a ring is
+reconfigured by its hosts' agents, not by this bench), so best_static and the loop differ from the
+default by the per-edge levers only; the ring's three instances are charged.
 """
 from __future__ import annotations
 
@@ -36,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from asgard.pipelines.hosts import HOSTS_NETWORK
+
 SETTINGS = ("loopback", "cloud", "hosts3")
 RUNNABLE_SETTINGS = ("loopback", "cloud")
-HOSTS3_NOT_RUN = ("not run: the day's runs execute on this host's multiprocess executor; running them on the "
-                  "emulated hosts' celery workers (asgard hosts up) is not built into this bench yet")
 VARIANTS = ("peer", "default", "best_static", "loop")
 PEER_BACKEND = "s3_stock"
 MiB = 1 << 20
@@ -111,13 +116,28 @@ class Day:
         from .apps_servers import server_for
 
         self.cfg, self.network, self.instance, self.prices, self.say = cfg, network, instance, prices, say
+        self.minio = server_for(PEER_BACKEND, network)
+        self.hourly = prices.instances[prices.storage_kind("cassandra")[1]]
+        if network == HOSTS_NETWORK:  # the ring across the hosts: three instances, no node to switch
+            from asgard.pipelines.hosts import KEYSPACE, REPLICATION_FACTOR, hosts_store_kwargs
+
+            self.node, self.nodes = None, None
+            self.store = CassandraObjectStore(**hosts_store_kwargs("cassandra"), keyspace=KEYSPACE,
+                                              replication_factor=REPLICATION_FACTOR)
+            # made once from here: first steps on three hosts creating them at once race
+            self.store.ensure_schema()
+            self.hourly *= REPLICATION_FACTOR
+            return
         self.deployment = Deployment(network)
         self.node = self.deployment.server("cassandra")
         self.store = CassandraObjectStore(**self.deployment.store_kwargs("cassandra"), keyspace="asgard")
         self.store.ensure_schema()
         self.nodes = Interleaver(self.node, self.store, settle_s=0)  # switches change only what differs
-        self.minio = server_for(PEER_BACKEND, network)
-        self.hourly = prices.instances[prices.storage_kind("cassandra")[1]]
+
+    def switch(self, configuration) -> None:
+        """The node on ``configuration`` (on the hosts, the ring stays as it is)."""
+        if self.nodes is not None:
+            self.nodes.switch(configuration)
 
     def run(self, rnd: int, variant: str, backend: str, client: dict | None, reconf_s: float = 0.0) -> dict[str, Any]:
         """The mix once, ``concurrent`` runs at a time, after ``reconf_s`` seconds of reconfiguring
@@ -133,6 +153,9 @@ class Day:
                                    self.cfg.max_concurrent, None, self.network, client) for app, sizes in self.cfg.mix]
             rows = [f.result()[0] for f in futures]
         e2e = time.perf_counter() - t0 + reconf_s
+        for r in rows:  # where each run's steps ran: one host, or the hosts' workers that took them
+            r["hosts"] = (sorted(set(step_workers(self.instance, r["run_id"]).values()))
+                          if self.network == HOSTS_NETWORK and r["run_id"] else ["this host"])
         functions = sum(r["function_usd"] for r in rows)
         if counts:  # the day's requests, counted once around all of its runs
             puts, gets = s3_requests(before, counts())
@@ -148,7 +171,8 @@ class Day:
                 "failed_runs": len(failed), "failures": failed,
                 "store_share_pct": statistics.median(shares) if shares else None,
                 "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
-                                            "bytes_written", "write_s_total", "read_s_total", "compute_s_total")}
+                                            "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
+                                            "hosts")}
                          for r in rows]}
 
     def probe(self, client: dict) -> float:
@@ -179,6 +203,19 @@ class Day:
         return best, trials
 
 
+def step_workers(instance, run_id: str) -> dict[str, str]:
+    """Each step of a run on dagster-celery's executor and the worker that took it (the executor's
+    engine event names it: ``Celery worker`` = ``dagster@<host>``)."""
+    import dagster as dg
+
+    found = {}
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        metadata = e.dagster_event.event_specific_data.metadata or {}
+        if e.step_key and "Celery worker" in metadata:
+            found[e.step_key] = getattr(metadata["Celery worker"], "value", metadata["Celery worker"])
+    return found
+
+
 def _median(xs: list[float]) -> float | None:
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -188,8 +225,65 @@ def _cv_pct(xs: list[float]) -> float | None:
     return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
 
 
+class HostsForDay:
+    """The 3 emulated hosts for a day: brought up unless they run (and then down after the day),
+    their client environment (the ring's login, the broker, the MinIO) set in this process meanwhile."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say, self.started, self.saved = say, False, {}
+
+    def up(self) -> str:
+        import os
+
+        from asgard.resources.paths import REPO_ROOT
+        from asgard.resources.workers.deployment import CLIENT_VARIABLES, EmulatedDeployment
+
+        deployment = EmulatedDeployment()
+        running = (deployment.hosts_up() and deployment.broker().is_ready() and deployment.object_store().is_ready()
+                   and all(w.is_ready() for w in deployment.workers()))
+        if not running:
+            self.say("[hosts3] asgard hosts up: 3 hosts, the ring, the broker, the MinIO, the workers")
+            deployment = EmulatedDeployment(3, code_paths=[REPO_ROOT], worker_concurrency=1)
+            self.started = True
+            deployment.up()
+        self.saved = {k: os.environ.get(k) for k in CLIENT_VARIABLES}
+        os.environ.update(deployment.client_environment())
+        return (f"{deployment.count} emulated hosts (network namespaces on one bridge), a ring member and a "
+                f"dagster-celery worker ({deployment.worker_concurrency} step at a time) on each; the ring at "
+                "RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge")
+
+    def down(self) -> None:
+        import os
+
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if self.started:
+            from asgard.resources.workers.deployment import EmulatedDeployment
+
+            self.say("[hosts3] asgard hosts down")
+            EmulatedDeployment().down()
+
+
 def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
     """The day's four variants in one setting, interleaved; its summary (and every day's record)."""
+    if network == HOSTS_NETWORK:
+        hosts = HostsForDay(say)
+        try:
+            return _run_setting(cfg, network, prices, say, hosts.up())
+        finally:
+            hosts.down()
+    from asgard.resources.network import Deployment
+
+    deployment = Deployment(network)
+    deployment.up(("cassandra", "s3"))
+    return _run_setting(cfg, network, prices, say, deployment.profile.description)
+
+
+def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None], description: str
+                 ) -> dict[str, Any]:
     import dagster as dg
 
     from asgard.pipelines.jobs import make_job
@@ -200,14 +294,10 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
     from asgard.tuner.surrogates import Surrogate
     from asgard.tuner.validate import recommend
 
-    from asgard.resources.network import Deployment
-
     from .apps_run import run_one
     from .dynamic import AsgardLoop, NodeState
 
-
-    deployment = Deployment(network)
-    deployment.up(("cassandra", "s3"))
+    on_hosts = network == HOSTS_NETWORK
     t_start = time.time()
     days: list[dict] = []
     decisions: list[dict] = []
@@ -218,10 +308,11 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
     with tempfile.TemporaryDirectory(prefix="asgard-bench-day-") as tmp, \
             dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
         day = Day(cfg, network, instance, prices, say)
-        initial_overrides = day.node.overrides()
-        found = NodeState(day.store.session, "asgard", "objects")  # the table's options, put back at the end
+        initial_overrides = day.node.overrides() if day.node else None
+        # the table's options, put back at the end
+        found = NodeState(day.store.session, "asgard", "objects") if day.node else None
         try:
-            day.nodes.switch(Configuration())
+            day.switch(Configuration())
             apps = list(dict.fromkeys(app for app, _ in cfg.mix))
             # one untimed run of each pipeline: the forkserver, and the history the topology analyzer reads
             warm: dict[str, float] = {}
@@ -236,9 +327,12 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
             model = Surrogate.load(cfg.model_path or DEFAULT_MODEL)
             jobs = {app: make_job(app, "cassandra", cfg.max_concurrent, network=network) for app in apps}
             server_knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
-            static_server, _ = recommend(model, analyze_with_history(jobs[apps[0]], instance).workload(), server_knobs)
+            static_server = Configuration()  # on the hosts the ring keeps its configuration
+            if not on_hosts:
+                static_server, _ = recommend(model, analyze_with_history(jobs[apps[0]], instance).workload(),
+                                             server_knobs)
             say(f"[{network}] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
-            day.nodes.switch(static_server)
+            day.switch(static_server)
             t_search = time.perf_counter()
             static_client, trials = day.search_static()
             search_s = time.perf_counter() - t_search
@@ -256,13 +350,13 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
                         backend, client = PEER_BACKEND, None
                     elif variant == "default":
                         backend, client = "cassandra", None
-                        day.nodes.switch(Configuration())
+                        day.switch(Configuration())
                     elif variant == "best_static":
                         backend, client = "cassandra", static_client
-                        day.nodes.switch(static_server)
+                        day.switch(static_server)
                     else:
                         backend, client = "cassandra", dict(LOOP_FIELDS)
-                        day.nodes.switch(loop_config)
+                        day.switch(loop_config)
                         if loop is not None:
                             record = loop.before_burst(apps[0], len(cfg.mix))
                             loop_config = current_configuration()  # what the retune job left in force
@@ -277,12 +371,13 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
         finally:
             say(f"[{network}] restoring the node")
             try:
-                if day.node.overrides() != initial_overrides:
+                if not on_hosts and day.node.overrides() != initial_overrides:
                     from asgard.tuner.knob_apply import wait_store_ready
 
                     day.node.restart_with(initial_overrides, replace=True)
                     wait_store_ready(day.store)
-                found.restore(day.store.session)
+                if found is not None:
+                    found.restore(day.store.session)
             finally:
                 if saved_state is not None:
                     state_file.write_text(saved_state)
@@ -300,6 +395,7 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
     variants["best_static"]["config"] = {"io_manager": static_client, "server": static_server.non_default()}
     variants["loop"]["config"] = {"io_manager": dict(LOOP_FIELDS),
                                   "server": "retune job per round" if server_retune else
+                                  "the ring's (its hosts' agents reconfigure it)" if on_hosts else
                                   "the default (the retune job manages the local node only)"}
     # A/A: the default's day, same configuration every round
     noise = _cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
@@ -309,12 +405,14 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
         "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
         "store_share_pct": round(_median(default_runs), 1) if default_runs else None,
         "failed_runs": sum(d["failed_runs"] for d in days),
+        "runs": sum(len(d["runs"]) for d in days),
+        "runs_on_several_hosts": sum(len(r["hosts"]) > 1 for d in days for r in d["runs"]),
         "ratios": _ratios(variants),
         "store_share_by_app": {app: _median([r["store_share_pct"] for d in days if d["variant"] == "default"
                                              for r in d["runs"] if r["app"] == app]) for app, _ in cfg.mix},
         "search": {"trials": trials, "seconds": round(search_s, 1)},
         "decisions": decisions, "days": days, "seconds": round(time.time() - t_start, 1),
-        "network": {"profile": network, "description": deployment.profile.description},
+        "network": {"profile": network, "description": description},
     }
 
 
@@ -344,8 +442,6 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
     for name in SETTINGS:
         if name not in cfg.settings:
             settings[name] = {"run": False, "reason": "not selected (--settings)"}
-        elif name == "hosts3":
-            settings[name] = {"run": False, "reason": HOSTS3_NOT_RUN}
         else:
             settings[name] = {"run": True, **run_setting(cfg, name, prices, say)}
     out = Path(cfg.out) if cfg.out else Path("reports/bench-day") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -370,7 +466,8 @@ def summary_json(result: dict[str, Any]) -> dict[str, Any]:
         out[name] = {"variants": {v: {"e2e_s": d["e2e_s"], "perf_per_dollar": d["perf_per_dollar"],
                                       "failed_runs": d["failed_runs"]} for v, d in s["variants"].items()},
                      "noise_pct": s["noise_pct"], "store_share_pct": s["store_share_pct"],
-                     "failed_runs": s["failed_runs"], "ratios": s["ratios"]}
+                     "failed_runs": s["failed_runs"], "ratios": s["ratios"],
+                     "runs": s["runs"], "runs_on_several_hosts": s["runs_on_several_hosts"]}
     return {"settings": out, "mix": result["mix"], "concurrent": result["concurrent"], "rounds": result["rounds"],
             "out": result["out"]}
 
@@ -397,6 +494,7 @@ def table(result: dict[str, Any]) -> str:
         r = s["ratios"]
         noise = f"{s['noise_pct']:.1f}%" if s["noise_pct"] is not None else "n/a (one round)"
         lines.append(f"noise floor: the default's day E2E varies {noise} round to round (A/A)")
+        lines.append(f"runs: {s['runs']}, {s['runs_on_several_hosts']} with steps on several hosts")
         lines.append(f"loop over best_static, E2E: {r['loop_over_best_static_e2e']}x; over the peer: E2E "
                      f"{r['loop_over_peer_e2e']}x, Perf/$ {r['loop_over_peer_perf_per_dollar']}x; "
                      f"default over the peer, E2E: {r['default_over_peer_e2e']}x")

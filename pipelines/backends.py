@@ -28,6 +28,10 @@ def io_manager_for(backend: str, network: str = "loopback"):
     )
 
     registry_entry(backend)  # an unknown name: the registry's typed error, naming the known ones
+    from asgard.pipelines.hosts import HOSTS_NETWORK, hosts_io_manager
+
+    if network == HOSTS_NETWORK:
+        return hosts_io_manager(backend)
     endpoint: dict = {}
     if network != "loopback":
         from asgard.resources.network import Deployment

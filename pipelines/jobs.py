@@ -71,16 +71,22 @@ def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str 
     per step on this machine, and the heavy libraries of :data:`PRELOAD`: several seconds
     per torch step), ``"spawn"`` (Dagster's default) starts a fresh interpreter per step.
     Scripts that run these jobs need the ``if __name__ == "__main__":`` guard either way.
-    ``network``: the profile (:mod:`asgard.resources.network`) whose server of ``backend`` the IO manager uses.
+    ``network``: the profile (:mod:`asgard.resources.network`) whose server of ``backend`` the IO manager uses;
+    ``"hosts3"`` (:mod:`asgard.pipelines.hosts`): dagster-celery's executor on the emulated hosts' workers
+    and the stores they reach (``max_concurrent`` and ``start_method`` do not apply).
     """
     from asgard.pipelines.backends import io_manager_for
+    from asgard.pipelines.hosts import HOSTS_NETWORK, celery_executor
 
     if app not in APPS:
         raise KeyError(f"unknown app {app!r}; known: {sorted(APPS)}")
-    start_cfg = {"preload_modules": PRELOAD} if start_method == "forkserver" else {}
-    executor = dg.multiprocess_executor.configured(
-        {"max_concurrent": max_concurrent, "start_method": {start_method: start_cfg}},
-        name=f"multiprocess_{start_method}_{max_concurrent}")
+    if network == HOSTS_NETWORK:  # the emulated hosts' celery workers take the steps
+        executor = celery_executor()
+    else:
+        start_cfg = {"preload_modules": PRELOAD} if start_method == "forkserver" else {}
+        executor = dg.multiprocess_executor.configured(
+            {"max_concurrent": max_concurrent, "start_method": {start_method: start_cfg}},
+            name=f"multiprocess_{start_method}_{max_concurrent}")
     return APPS[app].to_job(
         name=f"{app}__{backend}",
         resource_defs={"io_manager": io_manager_for(backend, network)},

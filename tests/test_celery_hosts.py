@@ -145,5 +145,37 @@ def test_workers_stop_and_start_through_the_cli_and_a_run_goes_on(deployment, da
     assert all(not w.is_running() for w in deployment.workers()), said
     said = _asgard("workers", "up")
     assert all(w.is_ready() for w in deployment.workers()), said
-    _, total, events, _ = _run(dagster_instance)
-    assert len(set(_step_hosts(events).values())) == 3
+    # the next test's runs go on these restarted workers
+
+
+def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_path):
+    """``asgard bench day --settings hosts3`` in miniature: the day's runs two at once, every
+    step on the hosts' workers, each variant's outputs where it puts them."""
+    from asgard.pipelines.hosts import KEYSPACE
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from asgard_bench.day import DayConfig, parse_mix, run_day, summary_json
+
+    cfg = DayConfig(settings=["hosts3"], rounds=1, concurrent=2, search_probes=1, out=str(tmp_path),
+                    mix=parse_mix("etl_columnar:scale=0.05;fanout=3,word_count:scale=0.25;fanout=3;reducers=2"))
+    result = run_day(cfg, print)
+    print((tmp_path / "day.txt").read_text())
+    summary = summary_json(result)["settings"]
+    assert summary["loopback"] == {"run": False, "reason": "not selected (--settings)"}
+    hosts3 = summary["hosts3"]
+    assert hosts3["failed_runs"] == 0, result["settings"]["hosts3"]["days"]
+    assert set(hosts3["variants"]) == {"peer", "default", "best_static", "loop"}
+    for name, variant in hosts3["variants"].items():
+        assert variant["e2e_s"] > 0 and variant["perf_per_dollar"] > 0, (name, variant)
+    # every run of every variant had its steps taken by more than one host's worker
+    assert hosts3["runs"] == 4 * len(cfg.mix) and hosts3["runs_on_several_hosts"] == hosts3["runs"]
+    workers = {h for d in result["settings"]["hosts3"]["days"] for r in d["runs"] for h in r["hosts"]}
+    assert workers == {f"dagster@{h.name}" for h in deployment.hosts.hosts}
+    assert 0 < hosts3["store_share_pct"] < 100
+    # the environment the day set for its runs is put back (the module's, from the fixture)
+    assert os.environ["ASGARD_RING_CONTACTS"] == deployment.client_environment()["ASGARD_RING_CONTACTS"]
+    # each run's outputs were purged from the ring after it (ephemeral data)
+    store = CassandraObjectStore(**deployment.ring().client_options(), keyspace=KEYSPACE)
+    for d in result["settings"]["hosts3"]["days"]:
+        if d["backend"] == "cassandra":
+            for r in d["runs"]:
+                assert store.list_paths(f"run/{r['run_id']}") == [], r["run_id"]

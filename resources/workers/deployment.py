@@ -2,7 +2,8 @@
 one bridge, :class:`~asgard.resources.network.hosts.EmulatedHosts`), each with its member of one
 Cassandra ring (:class:`~asgard.resources.cassandra.hosts.HostRing`: TLS, one login, one rack per
 host) and its Dagster celery worker; the broker is a Redis on this machine's bridge address, which
-every host reaches, as the run's coordinator (the process that calls ``execute_job``) does::
+every host reaches, as the run's coordinator (the process that calls ``execute_job``) does, and a
+MinIO beside it (port 9300) for the S3 peers::
 
     this machine (root namespace)          asgard-h1 (10.213.0.11)   asgard-h2 (...21)   asgard-h3
       run coordinator, Redis broker  <-->    ring member, worker       ring member, ...    ...
@@ -33,10 +34,12 @@ from ..process import ServerError
 from .dagster_worker import DagsterCeleryWorker
 
 BROKER_PORT = 6390  # not the loopback Redis's 6380: both run at once in the test suite
+OBJECT_STORE_PORT = 9300  # the hosts' MinIO (the S3 peers), not the loopback one's 9000
 RING_KEYSPACE = "asgard_hosts"
 #: what a job's resources and the executor's config read (asgard.pipelines.ring_check's names)
 CLIENT_VARIABLES = ("ASGARD_RING_CONTACTS", "ASGARD_RING_CA", "ASGARD_RING_USER", "ASGARD_RING_PASSWORD",
-                    "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND")
+                    "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND", "ASGARD_HOSTS_S3_ENDPOINT",
+                    "ASGARD_HOSTS_S3_ACCESS_KEY", "ASGARD_HOSTS_S3_SECRET_KEY")
 
 
 class DeploymentError(ServerError):
@@ -109,6 +112,15 @@ class EmulatedDeployment:
         broker.name = "broker"  # not the loopback baseline's "redis"
         return broker
 
+    def object_store(self):
+        """A MinIO on the bridge, which every host reaches: the S3 peers of runs on the hosts."""
+        from ..minio import MinioServer
+
+        store = MinioServer(host=self.hosts.bridge_address, port=OBJECT_STORE_PORT,
+                            console_port=OBJECT_STORE_PORT + 1, workdir=self.state_dir() / "minio")
+        store.name = "hosts-minio"  # not the loopback baseline's "minio"
+        return store
+
     def _redis_url(self, database: int) -> str:
         broker = self.broker()
         return f"redis://:{broker.password}@{broker.host}:{broker.port}/{database}"
@@ -148,8 +160,10 @@ class EmulatedDeployment:
     def client_environment(self) -> dict[str, str]:
         """What the run coordinator sets: the ring's login and the executor's broker and backend
         (``celery_executor`` config ``{"broker": {"env": "ASGARD_CELERY_BROKER"}, ...}``)."""
+        s3 = self.object_store()
         return {**self.ring_environment(), "ASGARD_CELERY_BROKER": self.broker_url,
-                "ASGARD_CELERY_BACKEND": self.result_backend}
+                "ASGARD_CELERY_BACKEND": self.result_backend, "ASGARD_HOSTS_S3_ENDPOINT": s3.endpoint,
+                "ASGARD_HOSTS_S3_ACCESS_KEY": s3.access_key, "ASGARD_HOSTS_S3_SECRET_KEY": s3.secret_key}
 
     # --- lifecycle ----------------------------------------------------------------------------
     def hosts_up(self) -> bool:
@@ -173,6 +187,7 @@ class EmulatedDeployment:
         for agent in self.agents():  # each host's `asgard cassandra host agent`, on its own root
             self.seconds[agent.name] = agent.start()
         self.seconds["broker"] = self.broker().start()
+        self.seconds["hosts-minio"] = self.object_store().start()
         self.workers_up()
         return self
 
@@ -213,6 +228,7 @@ class EmulatedDeployment:
         # killed, not drained: their data goes next (a drain of three members took 35 s)
         stop_leftovers()
         self.broker().stop()
+        self.object_store().stop()
         self.hosts.down()
         shutil.rmtree(run_dir("hosts"), ignore_errors=True)
         shutil.rmtree(self.ring_ca, ignore_errors=True)
@@ -228,5 +244,6 @@ class EmulatedDeployment:
                 pass
         rows += [a.status() for a in self.agents()]
         rows.append(self.broker().status())
+        rows.append(self.object_store().status())
         rows += [w.status() for w in self.workers()]
         return rows
