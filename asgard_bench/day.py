@@ -156,6 +156,7 @@ class Day:
         for r in rows:  # where each run's steps ran: one host, or the hosts' workers that took them
             r["hosts"] = (sorted(set(step_workers(self.instance, r["run_id"]).values()))
                           if self.network == HOSTS_NETWORK and r["run_id"] else ["this host"])
+            r["edges"] = edge_decisions(self.instance, r["run_id"]) if r["run_id"] and backend != PEER_BACKEND else {}
         functions = sum(r["function_usd"] for r in rows)
         if counts:  # the day's requests, counted once around all of its runs
             puts, gets = s3_requests(before, counts())
@@ -172,7 +173,7 @@ class Day:
                 "store_share_pct": statistics.median(shares) if shares else None,
                 "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
                                             "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
-                                            "hosts")}
+                                            "hosts", "edges")}
                          for r in rows]}
 
     def probe(self, client: dict) -> float:
@@ -214,6 +215,27 @@ def step_workers(instance, run_id: str) -> dict[str, str]:
         if e.step_key and "Celery worker" in metadata:
             found[e.step_key] = getattr(metadata["Celery worker"], "value", metadata["Celery worker"])
     return found
+
+
+def edge_decisions(instance, run_id: str) -> dict[str, dict]:
+    """Each output's codec and placement as its IO manager chose them, by op and output (a mapped
+    op's instances counted together): ``{"op.output": {"codec": {name: n}, "placement": {name: n},
+    "reasons": [one reason of each]}}``, from the outputs' metadata."""
+    import dagster as dg
+
+    edges: dict[str, dict] = {}
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
+        data = e.dagster_event.event_specific_data
+        metadata = {k: getattr(v, "value", v) for k, v in (data.metadata or {}).items()}
+        edge = edges.setdefault(f"{e.step_key.split('[', 1)[0]}.{data.output_name}",
+                                {"codec": {}, "placement": {}, "reasons": []})
+        for lever, default in (("codec", "none"), ("placement", "ring")):
+            choice = metadata.get(lever, default)
+            edge[lever][choice] = edge[lever].get(choice, 0) + 1
+            reason = metadata.get(f"{lever}_reason")
+            if reason and not any(r.startswith(f"{lever} {choice}:") for r in edge["reasons"]):
+                edge["reasons"].append(f"{lever} {choice}: {reason}")
+    return edges
 
 
 def _median(xs: list[float]) -> float | None:

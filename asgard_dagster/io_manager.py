@@ -205,12 +205,14 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         store = self.store()
         key = key_for_output(context)
         codec = output_codec(context)  # the user's, per output, wins over the store's
-        placement = placement_for(context, self.placement)  # likewise; checked for the whole job first
+        reads = readers_of(context)
+        # likewise; checked for the whole job first
+        placement = placement_for(context, self.placement, store.server_hosts, reads)
         # a Stream is written chunk by chunk as it comes, never whole in memory
         if isinstance(obj, Stream):
             result = store.put_stream(key, obj)
         elif codec is not None or store.auto_codec or placement is not None:
-            result = store.put(key, obj, codec=codec, readers=readers_of(context), placement=placement)
+            result = store.put(key, obj, codec=codec, readers=reads, placement=placement)
         else:
             result = store.put(key, obj)
         m = result.manifest

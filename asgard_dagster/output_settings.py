@@ -30,13 +30,13 @@ class OutputSettingError(ValueError):
 
 
 class PlacementCannotServeError(OutputSettingError):
-    """An output's metadata forces a placement its readers cannot use (``asgard/placement:
-    producer-local`` where they may run on other hosts, :mod:`.placement`). Raised when the run's
-    first step starts to store an output, before anything is written.
+    """An output's metadata, or its IO manager's ``placement`` field, forces a placement its
+    readers cannot use (``producer-local`` where they may run on other hosts, :mod:`.placement`).
+    Raised when the run's first step starts to store an output, before anything is written.
 
     Attributes:
         output: which output (the op and output name).
-        key: the metadata key (``asgard/placement``).
+        key: the metadata key (``asgard/placement``), or ``placement`` for the IO manager's field.
         value: the value given.
         why: why it cannot serve (the executor, the queues of the producer and its readers).
         what_to_do: how to make it serve, or to let it go.
@@ -46,5 +46,6 @@ class PlacementCannotServeError(OutputSettingError):
     def __init__(self, output: str, key: str, value: Any, why: str, what_to_do: str):
         self.output, self.key, self.value, self.why, self.what_to_do = output, key, value, why, what_to_do
         self.allowed = ["auto", "ring"]
-        ValueError.__init__(self, f"{output} sets metadata {key!r} to {value!r}, which cannot serve: {why}. "
+        where = f"sets metadata {key!r}" if "/" in key else f"is stored by an IO manager whose field {key!r} is"
+        ValueError.__init__(self, f"{output} {where} {value!r}, which cannot serve: {why}. "
                             f"{what_to_do} (nothing was written)")

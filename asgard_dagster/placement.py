@@ -13,7 +13,7 @@ say every step reading it runs on the producer's host:
 * any other executor: where its steps run is not known here, so the ring.
 
 An output's own ``Out(metadata={"asgard/placement": "ring" | "producer-local" | "auto"})``
-wins. A ``producer-local`` that cannot serve (readers that may run on other hosts) fails the run
+wins. A ``producer-local`` (the output's or the IO manager's) that cannot serve (readers that may run on other hosts) fails the run
 when its first step starts to store an output, before anything is written
 (:class:`~.output_settings.PlacementCannotServeError`); so does a value that is not a placement
 (:class:`~.output_settings.OutputSettingError`).
@@ -36,6 +36,23 @@ PLACEMENT_METADATA_KEY = "asgard/placement"
 ONE_HOST_EXECUTORS = ("in_process", "multiprocess", "multi_or_in_process")
 #: dagster-celery's executor, its op tag naming a step's queue, and the queue of an untagged step
 CELERY_EXECUTOR, CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE = "celery", "dagster-celery/queue", "dagster"
+
+
+def executor_kind(job: JobDefinition) -> str:
+    """The job's executor as Dagster or dagster-celery made it: a ``configured`` copy keeps its
+    maker's creation function, whatever name it was given (``make_job`` names its own)."""
+    import dagster as dg
+
+    makers = {name: getattr(dg, f"{name}_executor") for name in ONE_HOST_EXECUTORS}
+    try:
+        from dagster_celery import celery_executor
+
+        makers[CELERY_EXECUTOR] = celery_executor
+    except ModuleNotFoundError:  # no dagster-celery here: no job runs on it either
+        pass
+    made_by = job.executor_def.executor_creation_fn
+    return next((kind for kind, maker in makers.items() if made_by is maker.executor_creation_fn),
+                job.executor_def.name)
 
 
 def _requested(metadata: dict | None) -> str | None:
@@ -88,7 +105,7 @@ def readers_on_producer_host(job: JobDefinition, producer: str, output: str,
     readers = _analysis(job)["readers"].get((producer, output), [])
     if not readers:
         return None, "no step of this job reads it"
-    executor = job.executor_def.name
+    executor = executor_kind(job)
     if executor in ONE_HOST_EXECUTORS:
         return True, f"the {executor} executor runs its {len(readers)} reader(s) on the producer's host"
     if executor != CELERY_EXECUTOR:
@@ -122,39 +139,65 @@ def _analysis(job: JobDefinition) -> dict:
     return found
 
 
-def check_job_placements(job: JobDefinition, run_tags: dict | None = None) -> None:
+def check_job_placements(job: JobDefinition, run_tags: dict | None = None, io_manager_key: str | None = None,
+                         io_manager_placement: str | None = None) -> None:
     """Raise for the first output of ``job`` whose ``asgard/placement`` is not a placement
     (``OutputSettingError``) or is ``producer-local`` where its readers may run on other hosts
-    (``PlacementCannotServeError``). The IO manager calls it before it stores anything; call
-    it at definition time to fail sooner."""
+    (``PlacementCannotServeError``); an output without that metadata stored by ``io_manager_key``
+    takes ``io_manager_placement`` (the IO manager's field). The IO manager calls it before it
+    stores anything; call it at definition time to fail sooner."""
     for path, node in _analysis(job)["leaves"].items():
         for out in node.definition.output_defs:
             where = f"output '{out.name}' of op '{path}'"
-            if _checked(where, out.metadata) != PRODUCER_LOCAL:
+            key, placement = PLACEMENT_METADATA_KEY, _checked(where, out.metadata)
+            if placement is None and io_manager_key is not None and out.io_manager_key == io_manager_key:
+                key, placement = "placement", io_manager_placement
+            if placement != PRODUCER_LOCAL:
                 continue
             same, why = readers_on_producer_host(job, path, out.name, run_tags)
             if same is False:
                 raise PlacementCannotServeError(
-                    where, PLACEMENT_METADATA_KEY, PRODUCER_LOCAL, why,
+                    where, key, PRODUCER_LOCAL, why,
                     f"Tag {path} and every op reading it with the same '{CELERY_QUEUE_TAG}' (one host's queue), "
-                    f"or set {PLACEMENT_METADATA_KEY!r} to 'auto' or 'ring'")
+                    f"or set {key!r} to 'auto' or 'ring'")
 
 
-def placement_for(context: OutputContext, setting: str) -> PlacementChoice | None:
+def readers_on_any_host(job: JobDefinition, producer: str, output: str, run_tags: dict | None = None) -> bool:
+    """Whether dagster-celery's executor may run ``producer`` and each of its readers on any
+    worker's host (all on the shared queue): a reader then shares the producer's host by chance."""
+    if executor_kind(job) != CELERY_EXECUTOR:
+        return False
+    leaves = _analysis(job)["leaves"]
+    paths = [producer, *_analysis(job)["readers"].get((producer, output), [])]
+    return all({**(job.tags or {}), **(run_tags or {}), **leaves[p].tags}.get(CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE)
+               == CELERY_DEFAULT_QUEUE for p in paths)
+
+
+def placement_for(context: OutputContext, setting: str, server_hosts=lambda: None,
+                  reads: int | None = None) -> PlacementChoice | None:
     """The placement of the output ``context`` stores: its own metadata's, else the IO manager's
-    ``setting`` (``auto`` decided here); None leaves it to the store (``ring``, nothing to show)."""
+    ``setting`` (``auto`` decided here); None leaves it to the store (``ring``, nothing to show).
+    Where its readers may each run on any worker's host: ``reads``, the steps that read it (a
+    mapped reader's every instance), and ``server_hosts()``, the hosts the store's ring spans,
+    taken for the workers' hosts."""
     requested = _checked(_output_name(context), context.definition_metadata)
-    if requested is None and setting != AUTO_PLACEMENT:
-        return None if setting != PRODUCER_LOCAL else PlacementChoice(PRODUCER_LOCAL, "the IO manager's placement")
+    if requested is None and setting not in (AUTO_PLACEMENT, PRODUCER_LOCAL):
+        return None
     try:
         step = context.step_context
         job, run_tags = step.job_def, dict(step.dagster_run.tags or {})
+        key = context.op_def.output_def_named(context.name).io_manager_key
     except Exception:  # an OutputContext built by hand (build_output_context): no job around it
         return choose_placement(requested or setting, None, "no job around it")
-    check_job_placements(job, run_tags)
+    check_job_placements(job, run_tags, key, setting)
+    if requested is None and setting == PRODUCER_LOCAL:
+        return PlacementChoice(PRODUCER_LOCAL, "the IO manager's placement")
     if context.has_asset_key and requested is None:
         return PlacementChoice(RING, "auto: an asset is read by later runs, on any host")
     node = context.step_key.split("[", 1)[0]
     same, why = readers_on_producer_host(job, node, context.name, run_tags)
     readers = len(_analysis(job)["readers"].get((node, context.name), []))
-    return choose_placement(requested or AUTO_PLACEMENT, same, why, readers)
+    steps = max(readers, reads or 0)  # a mapped reader reads it once per instance
+    if readers and not same and readers_on_any_host(job, node, context.name, run_tags):
+        return choose_placement(requested or AUTO_PLACEMENT, same, why, steps, server_hosts())
+    return choose_placement(requested or AUTO_PLACEMENT, same, why, steps if readers else readers)

@@ -93,6 +93,9 @@ def test_each_host_runs_its_ring_member_and_its_worker(deployment):
         assert agent["ready"] and agent["netns"] == host.netns and agent["root"] == str(host.root)
         assert member.workdir.is_relative_to(host.root)
     assert by_name["broker"]["ready"] and by_name["broker"]["endpoint"].startswith(f"redis://{deployment.hosts.bridge_address}:")
+    # the S3 peers' MinIO, on the bridge too
+    assert by_name["hosts-minio"]["ready"]
+    assert by_name["hosts-minio"]["endpoint"] == f"http://{deployment.hosts.bridge_address}:9300"
     # the worker processes are in their hosts' namespaces (what /proc says, not what was asked)
     from asgard.resources.network.namespace import namespaces
 
@@ -156,7 +159,7 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
     from asgard_bench.day import DayConfig, parse_mix, run_day, summary_json
 
     cfg = DayConfig(settings=["hosts3"], rounds=1, concurrent=2, search_probes=1, out=str(tmp_path),
-                    mix=parse_mix("etl_columnar:scale=0.05;fanout=3,word_count:scale=0.25;fanout=3;reducers=2"))
+                    mix=parse_mix("etl_columnar:scale=0.1;fanout=6,word_count:scale=0.25;fanout=3;reducers=2"))
     result = run_day(cfg, print)
     print((tmp_path / "day.txt").read_text())
     summary = summary_json(result)["settings"]
@@ -171,6 +174,15 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
     workers = {h for d in result["settings"]["hosts3"]["days"] for r in d["runs"] for h in r["hosts"]}
     assert workers == {f"dagster@{h.name}" for h in deployment.hosts.hosts}
     assert 0 < hosts3["store_share_pct"] < 100
+    # the loop's per-edge placement on a shared queue: the broadcast (customers, read by every
+    # partition's join) keeps a copy on its producer's host for the readers that land there; the
+    # scattered partitions, each read once, stay in the ring alone
+    loop_etl = [r for d in result["settings"]["hosts3"]["days"] if d["variant"] == "loop" for r in d["runs"]
+                if r["app"] == "etl_columnar"][0]["edges"]
+    assert loop_etl["generate.customers"]["placement"] == {"producer-local": 1}, loop_etl["generate.customers"]
+    assert any("1 in 3" in r and "a copy here serves them" in r for r in loop_etl["generate.customers"]["reasons"])
+    assert loop_etl["filter_orders.result"]["placement"] == {"ring": 6}, loop_etl["filter_orders.result"]
+    assert any("1 in 3" in r for r in loop_etl["filter_orders.result"]["reasons"])
     # the environment the day set for its runs is put back (the module's, from the fixture)
     assert os.environ["ASGARD_RING_CONTACTS"] == deployment.client_environment()["ASGARD_RING_CONTACTS"]
     # each run's outputs were purged from the ring after it (ephemeral data)

@@ -134,6 +134,48 @@ def test_on_celery_only_a_reader_pinned_to_the_producers_queue_shares_its_host()
         assert readers_on_producer_host(the_job, "produce", "result")[0] is False
 
 
+
+@pytest.mark.fast  # no server: definitions only
+def test_on_celery_the_io_managers_producer_local_for_readers_on_any_host_is_refused():
+    """The IO manager's ``placement="producer-local"`` is checked like an output's own metadata,
+    for the outputs that IO manager stores (an output with metadata of its own keeps it)."""
+    from dagster import Out
+    from dagster_celery import celery_executor
+
+    from asgard_dagster import PlacementCannotServeError, check_job_placements
+
+    @op
+    def produce() -> int:
+        return 1
+
+    @op(out=Out(io_manager_key="elsewhere"))
+    def other() -> int:
+        return 2
+
+    @op(out=Out(metadata={"asgard/placement": "ring"}))
+    def keeps_its_own() -> int:
+        return 3
+
+    @op
+    def consume(a: int, b: int, c: int) -> int:
+        return a + b + c
+
+    @job(executor_def=celery_executor)
+    def untagged():
+        consume(produce(), other(), keeps_its_own())
+
+    check_job_placements(untagged, io_manager_key="io_manager", io_manager_placement="ring")
+    with pytest.raises(PlacementCannotServeError) as caught:
+        check_job_placements(untagged, io_manager_key="io_manager", io_manager_placement="producer-local")
+    error = caught.value
+    assert (error.output, error.key, error.value) == ("output 'result' of op 'produce'", "placement", "producer-local")
+    assert "an IO manager whose field 'placement'" in str(error) and "'dagster'" in error.why, error
+    # only what that IO manager stores ('other' goes to another one); 'keeps_its_own' names its own placement
+    with pytest.raises(PlacementCannotServeError) as caught:
+        check_job_placements(untagged, io_manager_key="elsewhere", io_manager_placement="producer-local")
+    assert caught.value.output == "output 'result' of op 'other'"
+
+
 @pytest.mark.fast  # no server: definitions only
 def test_copies_older_than_the_ttl_and_dead_producers_temporary_files_are_swept(tmp_path, monkeypatch):
     monkeypatch.setenv("ASGARD_HOME", str(tmp_path))

@@ -261,6 +261,10 @@ class ObjectStore(abc.ABC):
     def close(self) -> None:
         pass
 
+    def server_hosts(self) -> int | None:
+        """How many hosts the store's servers run on, where it knows (None: it does not)."""
+        return None
+
     def ping(self) -> None:
         """Raise :class:`StoreUnavailableError` unless the server answers."""
 

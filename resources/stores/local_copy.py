@@ -75,14 +75,24 @@ def check_placement(value: Any, where: str = "placement") -> str:
 MIN_READERS_FOR_COPY = 2
 
 
-def choose_placement(requested: str, same_host: bool | None, why: str, readers: int | None = None) -> PlacementChoice:
+def choose_placement(requested: str, same_host: bool | None, why: str, readers: int | None = None,
+                     any_of_hosts: int | None = None) -> PlacementChoice:
     """The placement of one output: the caller's ``ring`` or ``producer-local`` as asked; for
     ``auto``, ``producer-local`` where every reader runs on the producer's host (``same_host``,
     as the caller's executor and topology say, with ``why``) and they are enough to pay for the
-    copy (``readers``, where the caller knows them: :data:`MIN_READERS_FOR_COPY`), else ``ring``."""
+    copy (``readers``, where the caller knows them: :data:`MIN_READERS_FOR_COPY`), else ``ring``.
+    Readers that may each run on any of ``any_of_hosts`` hosts (a shared queue) get the copy as a
+    cache where the share of them expected on this host is still enough; the rest read the ring."""
     check_placement(requested)
     if requested != AUTO_PLACEMENT:
         return PlacementChoice(requested, f"chosen by the caller ({why})" if why else "chosen by the caller")
+    if not same_host and any_of_hosts and readers:
+        here = readers / any_of_hosts
+        if here >= MIN_READERS_FOR_COPY:
+            return PlacementChoice(PRODUCER_LOCAL, f"auto: {why}; of its {readers} readers about {here:.1f} run on "
+                                   f"this host (1 in {any_of_hosts}): a copy here serves them, the ring the rest")
+        return PlacementChoice(RING, f"auto: {why}; of its {readers} reader(s) about {here:.1f} would run on this "
+                                     f"host (1 in {any_of_hosts}), under the {MIN_READERS_FOR_COPY} a copy costs")
     if same_host and readers is not None and readers < MIN_READERS_FOR_COPY:
         return PlacementChoice(RING, f"auto: {why}, but a copy costs the put about what {MIN_READERS_FOR_COPY} "
                                      f"reads through it save, and it has {readers}")

@@ -218,6 +218,13 @@ class CassandraObjectStore(ObjectStore):
         """This process's driver session (opened on first use; a forked step opens its own)."""
         return self.connection.session
 
+    def server_hosts(self) -> int | None:
+        """The ring's hosts: its members' racks (a host's members share one; the driver's
+        metadata, no request), else its members."""
+        members = list(self.session.cluster.metadata.all_hosts())
+        racks = {m.rack for m in members if m.rack}
+        return len(racks) or len(members) or None
+
     @property
     def direct_requests(self) -> bool:
         """Whether small requests (and a single node's chunk reads) may go direct (:mod:`.direct`)."""
