@@ -52,7 +52,7 @@ MiB = 1 << 20
 STATIC_LEVERS: dict[str, tuple] = {
     "codec": ("none", "lz4", "zstd"),
     "placement": ("ring", "producer-local"),
-    "chunk_size_bytes": (0, 1 * MiB, 16 * MiB),
+    "chunk_size_bytes": (0, 1 * MiB, 8 * MiB),  # 16 MiB is over a default node's largest chunk (15 MiB)
     "concurrency": (8, 4, 16),
 }
 #: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default)

@@ -69,11 +69,19 @@ class CodecChoice:
 
 
 def sample_of(frames: list[memoryview]) -> memoryview:
-    """Up to ``SAMPLE_BYTES`` of the output's largest frame (an array's buffer, not its header)."""
-    largest = max(frames, key=lambda f: f.nbytes)
-    view = memoryview(largest).cast("B")
-    start = max(0, (view.nbytes - SAMPLE_BYTES) // 2)  # the middle: a file's header is not its body
-    return view[start : start + SAMPLE_BYTES]
+    """Up to ``SAMPLE_BYTES`` of the output, from each frame in proportion to its size: a table's
+    columns compress unlike each other (a joined Arrow table's largest column, random doubles,
+    held 1.0x where the whole took lz4 1.46x and zstd 1.87x), so one frame misjudges the whole."""
+    views = [memoryview(f).cast("B") for f in frames]
+    total = sum(v.nbytes for v in views)
+    if total <= SAMPLE_BYTES:
+        return memoryview(b"".join(views))
+    parts = []
+    for view in views:
+        take = view.nbytes * SAMPLE_BYTES // total
+        start = (view.nbytes - take) // 2  # the middle: a file's header is not its body
+        parts.append(view[start : start + take])
+    return memoryview(b"".join(parts))
 
 
 def try_codecs(sample: memoryview, candidates: tuple[str, ...] = CANDIDATES) -> list[CodecTrial]:
