@@ -116,3 +116,23 @@ def test_a_connect_to_an_address_where_nothing_listens_warns_at_once_then_fails_
     assert f"127.0.0.1:{port}" in text and "ride_through_seconds" in text and "trying again for up to" in text
     assert warning.created - wall < 2.5, "the warning came only after the wait"
     assert f"127.0.0.1:{port}" in str(raised.value)
+
+
+def test_every_chunk_size_up_to_the_largest_opens_and_round_trips_its_objects(cassandra_node):
+    """A chunk size of over half the largest one (7.5 MiB) used to make the store's own default
+    inline size (two chunks) refuse itself; up to 15 MiB now opens, one over is refused, typed."""
+    import numpy as np
+
+    from asgard.resources.stores import StoreConfigError
+
+    MiB = 1 << 20
+    data = np.arange(20 * MiB // 8, dtype=np.int64)  # 20 MiB: chunked at every size below
+    for chunk in (8 * MiB, 15 * MiB):
+        store = CassandraObjectStore(**cassandra_node.client_options(), keyspace=TEST_KEYSPACE, chunk_size=chunk)
+        key = ObjectKey(f"run/chunk-{uuid.uuid4().hex[:8]}", "out")
+        manifest = store.put(key, data).manifest
+        assert store.inline_bytes == 15 * MiB and manifest.chunks == -(-manifest.size // chunk), manifest
+        assert np.array_equal(store.get(key)[0], data)
+        store.purge_scope(key.scope)
+    with pytest.raises(StoreConfigError, match="chunk_size 16777216 is outside"):
+        CassandraObjectStore(**cassandra_node.client_options(), keyspace=TEST_KEYSPACE, chunk_size=16 * MiB)

@@ -157,7 +157,8 @@ class CassandraObjectStore(ObjectStore):
         kwargs.setdefault("chunk_size", DEFAULT_CHUNK_SIZE)
         # an object of up to two chunks is still one row: a 1 MiB array plus its pickle header
         # is one read, not a head read followed by two chunk reads
-        kwargs.setdefault("inline_bytes", 2 * kwargs["chunk_size"])
+        # (capped: a chunk of over half the largest one would make the default refuse itself)
+        kwargs.setdefault("inline_bytes", min(2 * kwargs["chunk_size"], self.max_chunk_size))
         super().__init__(**kwargs)
         for name, value in (("keyspace", keyspace), ("table", table)):
             # the index table's name adds "_index"; Cassandra refuses names over 48 characters
