@@ -138,9 +138,10 @@ def readers_of(context: OutputContext) -> int:
         job = context.step_context.job_def
     except Exception:  # an OutputContext built by hand (build_output_context): no job around it
         return 1
-    topology = _topologies.get(id(job))
-    if topology is None:
-        topology = _topologies[id(job)] = analyze_job(job)
+    found = _topologies.get(id(job))
+    if found is None or found[0] is not job:  # an id is reused once its job is gone
+        found = _topologies[id(job)] = (job, analyze_job(job))
+    topology = found[1]
     node = context.step_key.split("[", 1)[0]
     for stage in topology.stages:
         if stage.producer == node and stage.output in (context.name, "*") and stage.writes:
