@@ -10,11 +10,13 @@ say every step reading it runs on the producer's host:
 * dagster-celery's executor only where the producer and every reader are tagged
   ``dagster-celery/queue`` with the same queue, other than the shared default ``dagster`` (the
   project's workers take their host's queue and the shared one: a named queue is one host's);
+  where all are on the shared queue, a reader lands on the producer's host about 1 time in the
+  ring's hosts, and the copy is kept as a cache where those readers are still enough;
 * any other executor: where its steps run is not known here, so the ring.
 
 An output's own ``Out(metadata={"asgard/placement": "ring" | "producer-local" | "auto"})``
-wins. A ``producer-local`` (the output's or the IO manager's) that cannot serve (readers that may run on other hosts) fails the run
-when its first step starts to store an output, before anything is written
+wins. A ``producer-local`` (the output's or the IO manager's) that cannot serve (readers that may
+run on other hosts) fails the run when its first step starts to store an output, before anything is written
 (:class:`~.output_settings.PlacementCannotServeError`); so does a value that is not a placement
 (:class:`~.output_settings.OutputSettingError`).
 """
@@ -200,4 +202,4 @@ def placement_for(context: OutputContext, setting: str, server_hosts=lambda: Non
     steps = max(readers, reads or 0)  # a mapped reader reads it once per instance
     if readers and not same and readers_on_any_host(job, node, context.name, run_tags):
         return choose_placement(requested or AUTO_PLACEMENT, same, why, steps, server_hosts())
-    return choose_placement(requested or AUTO_PLACEMENT, same, why, steps if readers else readers)
+    return choose_placement(requested or AUTO_PLACEMENT, same, why, steps)
