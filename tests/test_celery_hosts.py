@@ -46,6 +46,8 @@ def deployment():
         t0 = time.monotonic()
         _asgard("hosts", "down")
         print(f"`asgard hosts down` in {time.monotonic() - t0:.1f}s")
+        # what the runs stored in the hosts' MinIO went with it (the stock peer never deletes)
+        assert not deployment.object_store().data_dir.exists()
 
 
 def _asgard(*args: str) -> str:

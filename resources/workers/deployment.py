@@ -221,7 +221,8 @@ class EmulatedDeployment:
             worker.stop()
 
     def down(self) -> None:
-        """Workers, ring, broker and hosts stopped and removed, with the ring's data (ephemeral)."""
+        """Workers, ring, broker and hosts stopped and removed, with the ring's and the MinIO's data
+        (ephemeral: the stock S3 peer never deletes what a run stored)."""
         from ..cassandra.hosts import stop_leftovers
 
         self.workers_down()
@@ -229,6 +230,7 @@ class EmulatedDeployment:
         stop_leftovers()
         self.broker().stop()
         self.object_store().stop()
+        shutil.rmtree(self.object_store().data_dir, ignore_errors=True)
         self.hosts.down()
         shutil.rmtree(run_dir("hosts"), ignore_errors=True)
         shutil.rmtree(self.ring_ca, ignore_errors=True)
