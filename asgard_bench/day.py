@@ -32,6 +32,7 @@ default by the per-edge levers only; the ring's three instances are charged.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import tempfile
@@ -252,13 +253,12 @@ class HostsForDay:
     their client environment (the ring's login, the broker, the MinIO) set in this process meanwhile."""
 
     def __init__(self, say: Callable[[str], None]):
-        self.say, self.started, self.saved = say, False, {}
+        self.say, self.started = say, False
+        self.environment = contextlib.ExitStack()
 
     def up(self) -> str:
-        import os
-
         from asgard.resources.paths import REPO_ROOT
-        from asgard.resources.workers.deployment import CLIENT_VARIABLES, EmulatedDeployment
+        from asgard.resources.workers.deployment import EmulatedDeployment
 
         deployment = EmulatedDeployment()
         running = (deployment.hosts_up() and deployment.broker().is_ready() and deployment.object_store().is_ready()
@@ -268,20 +268,13 @@ class HostsForDay:
             deployment = EmulatedDeployment(3, code_paths=[REPO_ROOT], worker_concurrency=1)
             self.started = True
             deployment.up()
-        self.saved = {k: os.environ.get(k) for k in CLIENT_VARIABLES}
-        os.environ.update(deployment.client_environment())
+        self.environment.enter_context(deployment.client_environment_set())
         return (f"{deployment.count} emulated hosts (network namespaces on one bridge), a ring member and a "
                 f"dagster-celery worker ({deployment.worker_concurrency} step at a time) on each; the ring at "
                 "RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge")
 
     def down(self) -> None:
-        import os
-
-        for name, value in self.saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        self.environment.close()
         if self.started:
             from asgard.resources.workers.deployment import EmulatedDeployment
 

@@ -22,6 +22,7 @@ run on other hosts) fails the run when its first step starts to store an output,
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from dagster import JobDefinition, OutputContext
@@ -40,21 +41,32 @@ ONE_HOST_EXECUTORS = ("in_process", "multiprocess", "multi_or_in_process")
 CELERY_EXECUTOR, CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE = "celery", "dagster-celery/queue", "dagster"
 
 
-def executor_kind(job: JobDefinition) -> str:
-    """The job's executor as Dagster or dagster-celery made it: a ``configured`` copy keeps its
-    maker's creation function, whatever name it was given (``make_job`` names its own)."""
+@functools.cache
+def _executor_makers() -> dict[str, Any]:
+    """Each known executor's creation function, by kind (found once per process)."""
     import dagster as dg
 
-    makers = {name: getattr(dg, f"{name}_executor") for name in ONE_HOST_EXECUTORS}
+    makers = {name: getattr(dg, f"{name}_executor").executor_creation_fn for name in ONE_HOST_EXECUTORS}
     try:
         from dagster_celery import celery_executor
 
-        makers[CELERY_EXECUTOR] = celery_executor
+        makers[CELERY_EXECUTOR] = celery_executor.executor_creation_fn
     except ModuleNotFoundError:  # no dagster-celery here: no job runs on it either
         pass
+    return makers
+
+
+def executor_kind(job: JobDefinition) -> str:
+    """The job's executor as Dagster or dagster-celery made it: a ``configured`` copy keeps its
+    maker's creation function, whatever name it was given (``make_job`` names its own)."""
     made_by = job.executor_def.executor_creation_fn
-    return next((kind for kind, maker in makers.items() if made_by is maker.executor_creation_fn),
-                job.executor_def.name)
+    return next((kind for kind, fn in _executor_makers().items() if made_by is fn), job.executor_def.name)
+
+
+def _queue(job: JobDefinition, path: str, run_tags: dict | None) -> str:
+    """The celery queue the op at ``path`` is sent to (its tags over the run's over the job's)."""
+    tags = {**(job.tags or {}), **(run_tags or {}), **_analysis(job)["leaves"][path].tags}
+    return tags.get(CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE)
 
 
 def _requested(metadata: dict | None) -> str | None:
@@ -112,14 +124,8 @@ def readers_on_producer_host(job: JobDefinition, producer: str, output: str,
         return True, f"the {executor} executor runs its {len(readers)} reader(s) on the producer's host"
     if executor != CELERY_EXECUTOR:
         return False, f"the {executor} executor: where its steps run is not known here"
-    leaves = _analysis(job)["leaves"]
-
-    def queue(path: str) -> str:
-        tags = {**(job.tags or {}), **(run_tags or {}), **leaves[path].tags}
-        return tags.get(CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE)
-
-    mine = queue(producer)
-    elsewhere = {r: queue(r) for r in readers if queue(r) != mine}
+    mine = _queue(job, producer, run_tags)
+    elsewhere = {r: q for r in readers if (q := _queue(job, r, run_tags)) != mine}
     if mine == CELERY_DEFAULT_QUEUE:
         return False, (f"the celery executor may run {producer} and its readers on any host: {producer} is on the "
                        f"shared queue '{CELERY_DEFAULT_QUEUE}', not one host's")
@@ -169,10 +175,8 @@ def readers_on_any_host(job: JobDefinition, producer: str, output: str, run_tags
     worker's host (all on the shared queue): a reader then shares the producer's host by chance."""
     if executor_kind(job) != CELERY_EXECUTOR:
         return False
-    leaves = _analysis(job)["leaves"]
     paths = [producer, *_analysis(job)["readers"].get((producer, output), [])]
-    return all({**(job.tags or {}), **(run_tags or {}), **leaves[p].tags}.get(CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE)
-               == CELERY_DEFAULT_QUEUE for p in paths)
+    return all(_queue(job, p, run_tags) == CELERY_DEFAULT_QUEUE for p in paths)
 
 
 def placement_for(context: OutputContext, setting: str, server_hosts=lambda: None,

@@ -33,16 +33,10 @@ def deployment():
     # made two versions of one table (a run failed with "table objects_index does not exist")
     CassandraObjectStore(**deployment.ring().client_options(), keyspace="asgard_hosts",
                          replication_factor=3).ensure_schema()
-    saved = {k: os.environ.get(k) for k in deployment.client_environment()}
-    os.environ.update(deployment.client_environment())
     try:
-        yield deployment
+        with deployment.client_environment_set():
+            yield deployment
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         t0 = time.monotonic()
         _asgard("hosts", "down")
         print(f"`asgard hosts down` in {time.monotonic() - t0:.1f}s")

@@ -24,7 +24,9 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -164,6 +166,21 @@ class EmulatedDeployment:
         return {**self.ring_environment(), "ASGARD_CELERY_BROKER": self.broker_url,
                 "ASGARD_CELERY_BACKEND": self.result_backend, "ASGARD_HOSTS_S3_ENDPOINT": s3.endpoint,
                 "ASGARD_HOSTS_S3_ACCESS_KEY": s3.access_key, "ASGARD_HOSTS_S3_SECRET_KEY": s3.secret_key}
+
+    @contextlib.contextmanager
+    def client_environment_set(self):
+        """This process with :meth:`client_environment` set (a run coordinator's), put back as it
+        was afterwards."""
+        saved = {name: os.environ.get(name) for name in CLIENT_VARIABLES}
+        os.environ.update(self.client_environment())
+        try:
+            yield self
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     # --- lifecycle ----------------------------------------------------------------------------
     def hosts_up(self) -> bool:
