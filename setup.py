@@ -39,7 +39,9 @@ AIRFLOW = ["apache-airflow==3.3.2", "apache-airflow-providers-common-io==1.11.0"
 # dagster-celery 0.29.N pins dagster 1.13.N; the Airflow provider installs beside apache-airflow 3.3.2
 # (pip check clean; kombu[redis] pins packaging==26.3)
 DAGSTER_CELERY = [f"dagster-celery[redis]=={DAGSTER_LIBS}"]
-AIRFLOW_CELERY = ["apache-airflow-providers-celery==3.26.0"]
+# celery below 5.7: the provider 3.26.0 imports celery.backends.database.retry, which 5.7.0 removed
+# (`airflow celery worker` fails to start; tests/test_celery_hosts.py starts one per host)
+AIRFLOW_CELERY = ["apache-airflow-providers-celery==3.26.0", "celery[redis]>=5.5,<5.7"]
 TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0", "import-linter==2.16"]
 
 setup(

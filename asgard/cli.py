@@ -5,7 +5,7 @@
     asgard cassandra host ca-init | cert-request | cert-sign | up | agent | leave   a ring across hosts
     asgard redis|minio up | down | status                     the baseline servers
     asgard stores up | down | status [--network cloud]        all three at once (behind a network profile)
-    asgard hosts up | down | status | env [--count 3]         the emulated deployment: hosts, ring, broker, workers
+    asgard hosts up | down | status | env [--count 3]         the emulated deployment: hosts, ring, broker, workers (Dagster's and Airflow's)
     asgard workers up | down | status                         one Dagster celery worker per emulated host
     asgard bench io [--json]                                  store throughput and memory, every backend
     asgard bench apps [--json]                                Perf/$ and latency of the apps on every backend
@@ -434,8 +434,9 @@ def stores_status(network, as_json):
 # --- the emulated deployment of a distributed executor -----------------------------------------
 @main.group()
 def hosts():
-    """Emulated hosts (network namespaces), each with its ring member and Dagster celery worker,
-    and the broker (Redis on this machine's bridge address): one run's steps across the hosts."""
+    """Emulated hosts (network namespaces), each with its ring member and its Dagster and Airflow
+    celery workers, and the broker (Redis on this machine's bridge address) and Airflow's API server
+    beside it: one run's steps or tasks across the hosts."""
 
 
 def _deployment(**kwargs):
@@ -450,10 +451,12 @@ def _deployment(**kwargs):
 @click.option("--code-path", "code_paths", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="A directory the workers import the jobs' code from (repeatable; default: as before, or none).")
 @click.option("--worker-concurrency", type=int, default=None, help="Steps each worker runs at once (default 1).")
-def hosts_up(count, heap, code_paths, worker_concurrency):
+@click.option("--airflow-dags", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The Airflow workers' DAGs folder (default: as before, or the project's pipelines/airflow_dags).")
+def hosts_up(count, heap, code_paths, worker_concurrency, airflow_dags):
     """Bring up the whole deployment; what already runs is kept. Idempotent."""
     deployment = _deployment(count=count, heap=heap, code_paths=list(code_paths) or None,
-                             worker_concurrency=worker_concurrency).up()
+                             worker_concurrency=worker_concurrency, airflow_dags=airflow_dags).up()
     for name, seconds in deployment.seconds.items():
         click.echo(f"{name} ready in {seconds:.1f}s")
     _print_status(deployment.status(), False)
@@ -478,11 +481,15 @@ def hosts_status(as_json):
 
 
 @hosts.command("env")
-def hosts_env():
+@click.option("--airflow", is_flag=True, help="Airflow's settings too (AIRFLOW__*: the CeleryExecutor on the hosts, "
+              "the deployment's database and API server), for `airflow dags test --use-executor` or a scheduler here.")
+def hosts_env(airflow):
     """Shell exports of the ring's login and the broker (they hold passwords: for this machine's shell)."""
     import shlex
 
-    for name, value in _deployment().client_environment().items():
+    deployment = _deployment()
+    exports = {**deployment.client_environment(), **(deployment.airflow_coordinator_environment() if airflow else {})}
+    for name, value in exports.items():
         click.echo(f"export {name}={shlex.quote(value)}")
 
 

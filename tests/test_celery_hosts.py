@@ -6,6 +6,7 @@ a step on another host wrote. Needs root (namespaces); runs in scripts/test.sh's
 with tests/test_hosts_ring.py (the same namespace names: one after the other)."""
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import pytest
 from asgard.resources.paths import REPO_ROOT
 from asgard.resources.workers.deployment import EmulatedDeployment
 
+AIRFLOW_DAGS = REPO_ROOT / "tests" / "airflow_dags_hosts"
+
 
 @pytest.fixture(scope="module")
 def deployment():
@@ -24,7 +27,7 @@ def deployment():
     # process stops it)
     t0 = time.monotonic()
     said = _asgard("hosts", "up", "--count", "3", "--heap", "768M", "--code-path", str(REPO_ROOT),
-                   "--worker-concurrency", "1")
+                   "--worker-concurrency", "1", "--airflow-dags", str(AIRFLOW_DAGS))
     print(f"\n`asgard hosts up` of 3 hosts in {time.monotonic() - t0:.1f}s:\n{said}")
     deployment = EmulatedDeployment()
     from asgard.resources.stores.cql import CassandraObjectStore
@@ -37,6 +40,9 @@ def deployment():
         with deployment.client_environment_set():
             yield deployment
     finally:
+        # the runs' celery results let go while their broker still answers (collected later, their
+        # __del__ met a broker gone, and a collection inside pytest's own ast.parse crashed it)
+        gc.collect()
         t0 = time.monotonic()
         _asgard("hosts", "down")
         print(f"`asgard hosts down` in {time.monotonic() - t0:.1f}s")
@@ -88,6 +94,12 @@ def test_each_host_runs_its_ring_member_and_its_worker(deployment):
         agent = by_name[f"agent-{host.name}"]
         assert agent["ready"] and agent["netns"] == host.netns and agent["root"] == str(host.root)
         assert member.workdir.is_relative_to(host.root)
+        # its Airflow celery worker, on the host's queue and Airflow's default one
+        airflow_worker = by_name[f"airflow-worker-{host.name}"]
+        assert airflow_worker["ready"] and airflow_worker["netns"] == host.netns
+        assert airflow_worker["queues"] == [host.name, "default"]
+    assert by_name["airflow-api-server"]["ready"]
+    assert by_name["airflow-api-server"]["endpoint"] == f"http://{deployment.hosts.bridge_address}:8080"
     assert by_name["broker"]["ready"] and by_name["broker"]["endpoint"].startswith(f"redis://{deployment.hosts.bridge_address}:")
     # the S3 peers' MinIO, on the bridge too
     assert by_name["hosts-minio"]["ready"]
@@ -96,9 +108,68 @@ def test_each_host_runs_its_ring_member_and_its_worker(deployment):
     from asgard.resources.network.namespace import namespaces
 
     assert {h.netns for h in deployment.hosts.hosts} <= set(namespaces())
-    for worker in deployment.workers():
+    for worker in [*deployment.workers(), *deployment.airflow_workers()]:
         ns = subprocess.run(["ip", "netns", "identify", str(worker.pid())], capture_output=True, text=True).stdout
         assert ns.strip() == worker.host, (worker.name, ns)
+
+
+def test_one_dag_runs_tasks_execute_on_the_hosts_through_airflows_celery_executor(deployment):
+    """`airflow dags test --use-executor` on the CeleryExecutor: each task on the worker of the host
+    its queue names, the values between them in the ring, each task's log on its own host's root."""
+    import json
+    import re
+    import sqlite3
+
+    import numpy as np
+
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")},
+           **deployment.airflow_coordinator_environment(), "PYTHONPATH": str(REPO_ROOT)}
+    t0 = time.monotonic()
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "airflow"), "dags", "test",
+                          "asgard_hosts_check", "--use-executor"], env=env, capture_output=True, text=True, timeout=600)
+    text = out.stdout + out.stderr
+    print(f"\nasgard_hosts_check on the CeleryExecutor: {time.monotonic() - t0:.1f}s")
+    match = re.search(r"DagRun Finished: dag_id=asgard_hosts_check, logical_date=[^,]+, run_id=([^,]+),[^\n]*state=(\w+)", text)
+    assert out.returncode == 0 and match, text[-5000:]
+    run_id, state = match.groups()
+    assert state == "success", text[-5000:]
+    db = sqlite3.connect(deployment.state_dir() / "airflow" / "airflow.db")
+    try:
+        tasks = {t: (h, q, s) for t, h, q, s in db.execute(
+            "SELECT task_id, hostname, queue, state FROM task_instance WHERE dag_id = ? AND run_id = ?",
+            ("asgard_hosts_check", run_id))}
+        # SQLite hands back a JSON number as an int
+        xcoms = {t: json.loads(v) if isinstance(v, str) else v for t, v in db.execute(
+            "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
+            ("asgard_hosts_check", run_id))}
+    finally:
+        db.close()
+    hosts = deployment.hosts.hosts
+    address = {h.name: h.address for h in hosts}
+    # each task ran on the worker of the host its queue names (its hostname: the host's address)
+    for n in (1, 2, 3):
+        assert tasks[f"produce_{n}"] == (address[f"asgard-h{n}"], f"asgard-h{n}", "success"), tasks
+        reader = f"asgard-h{n % 3 + 1}"
+        assert tasks[f"transform_{n}"] == (address[reader], reader, "success"), tasks
+    assert tasks["gather"][1:] == ("default", "success") and tasks["gather"][0] in address.values(), tasks
+    assert {h for h, _, _ in tasks.values()} == set(address.values())
+    # the arrays went through the ring: Airflow's table holds references, read back from here
+    store = CassandraObjectStore(**deployment.ring().client_options(), keyspace="asgard_hosts")
+    for step, factor in (("produce", 1), ("transform", 2)):
+        for n in (1, 2, 3):
+            ref = xcoms[f"{step}_{n}"]
+            assert ref["backend"] == "cassandra", ref
+            value, _ = store.get(ObjectKey(ref["scope"], ref["path"]))
+            assert np.array_equal(value, np.full(400_000, factor * n, dtype=np.int64)), (step, n)
+    assert xcoms["gather"] == sum(2 * n * 400_000 for n in (1, 2, 3))
+    # each task's log is on the root of the host that ran it, and says that host's namespace
+    for task_id, (hostname, _, _) in tasks.items():
+        host = next(h for h in hosts if h.address == hostname)
+        log = host.root / "airflow" / "logs" / "dag_id=asgard_hosts_check" / f"run_id={run_id}" / f"task_id={task_id}" / "attempt=1.log"
+        assert f"ASGARD-HOST {host.name}" in log.read_text(), (task_id, log)
 
 
 def test_one_runs_steps_execute_on_the_hosts_and_read_each_others_outputs(deployment, dagster_instance):

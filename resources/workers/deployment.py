@@ -33,11 +33,18 @@ from pathlib import Path
 
 from ..paths import run_dir, write_private
 from ..process import ServerError
+from .airflow_worker import AirflowApiServer, AirflowCeleryWorker
 from .dagster_worker import DagsterCeleryWorker
 
 BROKER_PORT = 6390  # not the loopback Redis's 6380: both run at once in the test suite
-OBJECT_STORE_PORT = 9300  # the hosts' MinIO (the S3 peers), not the loopback one's 9000
+OBJECT_STORE_PORT = 9300
+AIRFLOW_API_PORT = 8080  # the hosts' MinIO (the S3 peers), not the loopback one's 9000
 RING_KEYSPACE = "asgard_hosts"
+#: the DAGs the Airflow workers run by default: the project's (the paper's applications)
+DEFAULT_AIRFLOW_DAGS = Path(__file__).resolve().parents[2] / "pipelines" / "airflow_dags"
+#: Airflow's broker and result backend: databases of their own on the broker's Redis (dagster-celery's
+#: 0 and 1 hold queues of the same names, which a dagster worker would take from)
+AIRFLOW_BROKER_DB, AIRFLOW_BACKEND_DB = 2, 3
 #: what a job's resources and the executor's config read (asgard.pipelines.ring_check's names)
 CLIENT_VARIABLES = ("ASGARD_RING_CONTACTS", "ASGARD_RING_CA", "ASGARD_RING_USER", "ASGARD_RING_PASSWORD",
                     "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND", "ASGARD_HOSTS_S3_ENDPOINT",
@@ -59,13 +66,14 @@ class EmulatedDeployment:
     """
 
     def __init__(self, count: int | None = None, heap: str | None = None, code_paths: list[str | Path] | None = None,
-                 worker_concurrency: int | None = None):
+                 worker_concurrency: int | None = None, airflow_dags: str | Path | None = None):
         saved = self._saved()
         self.count = count or saved.get("count", 3)
         self.heap = heap or saved.get("heap", "768M")
         self.code_paths = [str(Path(p).resolve()) for p in (code_paths if code_paths is not None
                                                              else saved.get("code_paths", []))]
         self.worker_concurrency = worker_concurrency or saved.get("worker_concurrency", 1)
+        self.airflow_dags = str(Path(airflow_dags or saved.get("airflow_dags") or DEFAULT_AIRFLOW_DAGS).resolve())
         from ..network.hosts import EmulatedHosts
 
         self.hosts = EmulatedHosts(self.count, numa_nodes=2, addresses_per_host=1)
@@ -146,6 +154,63 @@ class EmulatedDeployment:
                                     workdir=self.state_dir() / "workers" / host.name)
                 for host in self.hosts.hosts]
 
+    def _secret(self, name: str) -> str:
+        """A secret of the deployment's, made once (0600 in its state folder)."""
+        path = self.state_dir() / name
+        if not path.exists():
+            write_private(path, secrets.token_urlsafe(32) + "\n")
+        return path.read_text().strip()
+
+    def airflow_environment(self) -> dict[str, str]:
+        """Airflow's settings for every part of the deployment (``AIRFLOW__*``): the CeleryExecutor on
+        the broker, the execution API on the bridge, the secrets its parts share, and the XCom
+        backend on the ring (its login from the environment, as Airflow's secrets should)."""
+        ring = self.ring_environment()
+        return {
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": self.airflow_dags,
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__XCOM_BACKEND": "asgard_airflow.CassandraXComBackend",
+            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "asgard.resources.workers.airflow_worker.hostname",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.airflow_api_server_url()}/execution/",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.state_dir() / 'airflow' / 'airflow.db'}",
+            "AIRFLOW__CELERY__BROKER_URL": self._redis_url(AIRFLOW_BROKER_DB),
+            "AIRFLOW__CELERY__RESULT_BACKEND": self._redis_url(AIRFLOW_BACKEND_DB),
+            # the API server checks the tokens the executor signs, and signs its log requests to workers
+            "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("airflow-jwt.secret"),
+            "AIRFLOW__API__SECRET_KEY": self._secret("airflow-api.secret"),
+            "AIRFLOW__ASGARD__BACKEND": "cassandra",
+            "AIRFLOW__ASGARD__CONTACT_POINTS": ring["ASGARD_RING_CONTACTS"],
+            "AIRFLOW__ASGARD__KEYSPACE": RING_KEYSPACE,
+            "AIRFLOW__ASGARD__REPLICATION_FACTOR": str(min(3, self.count)),
+            "AIRFLOW__ASGARD__SSL_CA_FILE": ring["ASGARD_RING_CA"],
+            "AIRFLOW__ASGARD__USERNAME": ring["ASGARD_RING_USER"],
+            "AIRFLOW__ASGARD__PASSWORD": ring["ASGARD_RING_PASSWORD"],
+            "AIRFLOW__ASGARD__RIDE_THROUGH_SECONDS": "120",
+        }
+
+    def airflow_coordinator_environment(self) -> dict[str, str]:
+        """What a coordinator on this machine runs Airflow with (``airflow dags test --use-executor``,
+        a scheduler): the deployment's settings and the API server's ``AIRFLOW_HOME``."""
+        return {**self.airflow_environment(), "AIRFLOW_HOME": str(self.state_dir() / "airflow")}
+
+    def airflow_api_server_url(self) -> str:
+        return f"http://{self.hosts.bridge_address}:{AIRFLOW_API_PORT}"
+
+    def airflow_api_server(self) -> AirflowApiServer:
+        """Airflow's API server on the bridge: the execution API its workers' tasks report to."""
+        return AirflowApiServer(self.hosts.bridge_address, self.airflow_environment(), port=AIRFLOW_API_PORT,
+                                airflow_home=self.state_dir() / "airflow", workdir=self.state_dir() / "airflow-api-server")
+
+    def airflow_workers(self) -> list[AirflowCeleryWorker]:
+        environment = self.airflow_environment()
+        return [AirflowCeleryWorker(host.name, host.address, {**environment, **host.environment()},
+                                    netns=host.netns, airflow_home=host.root / "airflow",
+                                    concurrency=self.worker_concurrency,
+                                    workdir=self.state_dir() / "workers" / host.name / "airflow")
+                for host in self.hosts.hosts]
+
     def agents(self) -> list:
         """Each host's agent of the ring's orders (a process in its namespace, on its root)."""
         from ..cassandra.host_agent import HostAgentProcess
@@ -195,7 +260,8 @@ class EmulatedDeployment:
         self.seconds: dict[str, float] = {}
         write_private(self._state_file(), json.dumps({"count": self.count, "heap": self.heap,
                                                       "code_paths": self.code_paths,
-                                                      "worker_concurrency": self.worker_concurrency}))
+                                                      "worker_concurrency": self.worker_concurrency,
+                                                      "airflow_dags": self.airflow_dags}))
         if not self.hosts_up():
             self._fresh_hosts()
         ring = self.ring()
@@ -212,7 +278,7 @@ class EmulatedDeployment:
         from ..cassandra.hosts import stop_leftovers
         from ..cassandra.ring_ca import create_ring_ca
 
-        for worker in self.workers():  # a worker of a namespace that is gone cannot be reached
+        for worker in self._all_workers():  # a worker of a namespace that is gone cannot be reached
             worker.stop()
         stop_leftovers()
         shutil.rmtree(run_dir("hosts"), ignore_errors=True)
@@ -230,11 +296,19 @@ class EmulatedDeployment:
         seconds = {}
         for worker in self.workers():
             seconds[worker.name] = worker.start()
+        # Airflow's: the API server its tasks report to, then a worker per host
+        api = self.airflow_api_server()
+        seconds[api.name] = api.start()
+        for worker in self.airflow_workers():
+            seconds[worker.name] = worker.start()
         getattr(self, "seconds", {}).update(seconds)
         return seconds
 
+    def _all_workers(self) -> list:
+        return [*self.workers(), *self.airflow_workers(), self.airflow_api_server()]
+
     def workers_down(self) -> None:
-        for worker in self.workers():
+        for worker in self._all_workers():
             worker.stop()
 
     def down(self) -> None:
@@ -264,5 +338,5 @@ class EmulatedDeployment:
         rows += [a.status() for a in self.agents()]
         rows.append(self.broker().status())
         rows.append(self.object_store().status())
-        rows += [w.status() for w in self.workers()]
+        rows += [w.status() for w in self._all_workers()]
         return rows
