@@ -87,9 +87,13 @@ def measure(db: Path, dag_id: str, run_id: str) -> dict[str, Any]:
         parsed = json.loads(value) if isinstance(value, str) else value
         stored = isinstance(parsed, dict) and parsed.get("__asgard_xcom__")
         size = parsed["bytes"] if stored else len(json.dumps(parsed, separators=(",", ":")).encode())
-        writes.append({"step": f"{task_id}[{map_index}]", "output": key, "bytes": int(size), "stored": bool(stored)})
+        writes.append({"step": f"{task_id}[{map_index}]", "output": key, "bytes": int(size), "stored": bool(stored),
+                       # what our backend decided for the value (codec "auto" and placement "auto" per value)
+                       "codec": parsed.get("codec") if stored else None,
+                       "placement": parsed.get("placement") if stored else None})
     steps = [{"step": f"{t}[{m}]" if m >= 0 else t, "seconds": _seconds(a, b) or 0.0} for t, m, a, b in tasks]
-    return {"status": state, "e2e_s": _seconds(start, end) or float("nan"), "steps": steps, "writes": writes}
+    return {"status": state, "e2e_s": _seconds(start, end) or float("nan"), "steps": steps, "writes": writes,
+            "start": start, "end": end}
 
 
 def run_one(home: dict, rep: int, app: str, backend: str, sizes: dict, prices: Prices) -> dict:

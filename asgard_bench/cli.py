@@ -233,9 +233,12 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
               help="Fitted surrogate (default: the one shipped in tuner/data).")
 @click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-day/<timestamp>/).")
+@click.option("--engine", type=click.Choice(["dagster", "airflow"]), default="dagster", show_default=True,
+              help="dagster: the multiprocess (hosts3: celery) executor, the peer dagster-aws's S3PickleIOManager; "
+                   "airflow: `airflow dags test` runs (loopback, cloud), the peer common-io's XComObjectStorageBackend.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {settings: {loopback|cloud|hosts3: {variants, noise_pct, store_share_pct, failed_runs}}}.")
-def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, as_json):
+def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, engine, as_json):
     """A data-heavy day of pipelines, N at once, four ways interleaved: the stock S3 peer, Cassandra at
     its defaults, the best single static configuration and the loop per edge; E2E and Perf/$."""
     from .day import DEFAULT_MIX, DayConfig, parse_mix, run_day, summary_json, table
@@ -243,7 +246,7 @@ def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, pric
     try:
         cfg = DayConfig(settings=[s.strip() for s in settings.split(",") if s.strip()],
                         mix=parse_mix(mix or DEFAULT_MIX), concurrent=concurrent, rounds=rounds,
-                        search_probes=search_probes, prices=prices, out=out, model_path=model_path)
+                        search_probes=search_probes, prices=prices, out=out, model_path=model_path, engine=engine)
         cfg.check()
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None

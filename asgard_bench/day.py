@@ -47,6 +47,7 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 SETTINGS = ("loopback", "cloud", "hosts3")
 RUNNABLE_SETTINGS = ("loopback", "cloud")
 VARIANTS = ("peer", "default", "best_static", "loop")
+ENGINES = ("dagster", "airflow")
 PEER_BACKEND = "s3_stock"
 MiB = 1 << 20
 #: the per-edge levers best_static sets once for every edge: the default first, then the alternatives
@@ -93,11 +94,20 @@ class DayConfig:
     prices: str | None = None
     out: str | None = None
     model_path: str | None = None
+    engine: str = "dagster"  # or "airflow": the mix as DAG runs (asgard_bench.day_airflow)
 
     def check(self) -> None:
         unknown = [s for s in self.settings if s not in SETTINGS]
         if unknown:
             raise ValueError(f"unknown settings {unknown}; choose from {list(SETTINGS)}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; choose from {list(ENGINES)}")
+        if self.engine == "airflow":
+            from .day_airflow import SETTINGS as AIRFLOW_SETTINGS
+
+            other = [s for s in self.settings if s not in AIRFLOW_SETTINGS]
+            if other:
+                raise ValueError(f"--engine airflow runs the settings {list(AIRFLOW_SETTINGS)}; drop {other}")
         if self.rounds < 1 or self.concurrent < 1 or self.max_concurrent < 1 or self.search_probes < 1:
             raise ValueError("rounds, concurrent, max_concurrent and search_probes must be at least 1")
 
@@ -187,22 +197,26 @@ class Day:
         return row["e2e_s"] if row["success"] else float("inf")
 
     def search_static(self) -> tuple[dict, list[dict]]:
-        """Coordinate search: each lever in turn, every value tried with the others at the best so
-        far, one probe run each (a value that does not beat the best stays out)."""
-        best = {k: v[0] for k, v in STATIC_LEVERS.items()}
-        best_e2e = self.probe(best)
-        trials = [{"client": dict(best), "e2e_s": best_e2e}]
-        for lever, values in STATIC_LEVERS.items():
-            for value in values[1:]:
-                if len(trials) >= self.cfg.search_probes:
-                    return best, trials
-                candidate = {**best, lever: value}
-                e2e = self.probe(candidate)
-                trials.append({"client": candidate, "e2e_s": e2e})
-                self.say(f"  search {lever}={value}: {e2e:.1f}s (best {best_e2e:.1f}s)")
-                if e2e < best_e2e:
-                    best, best_e2e = candidate, e2e
-        return best, trials
+        return search_static(self.probe, self.cfg.search_probes, self.say)
+
+
+def search_static(probe: Callable[[dict], float], probes: int, say: Callable[[str], None]) -> tuple[dict, list[dict]]:
+    """Coordinate search: each lever in turn, every value tried with the others at the best so far,
+    one ``probe`` run each (a value that does not beat the best stays out); ``probes`` runs at most."""
+    best = {k: v[0] for k, v in STATIC_LEVERS.items()}
+    best_e2e = probe(best)
+    trials = [{"client": dict(best), "e2e_s": best_e2e}]
+    for lever, values in STATIC_LEVERS.items():
+        for value in values[1:]:
+            if len(trials) >= probes:
+                return best, trials
+            candidate = {**best, lever: value}
+            e2e = probe(candidate)
+            trials.append({"client": candidate, "e2e_s": e2e})
+            say(f"  search {lever}={value}: {e2e:.1f}s (best {best_e2e:.1f}s)")
+            if e2e < best_e2e:
+                best, best_e2e = candidate, e2e
+    return best, trials
 
 
 def step_workers(instance, run_id: str) -> dict[str, str]:
@@ -274,6 +288,9 @@ class HostsForDay:
                 "RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge")
 
     def down(self) -> None:
+        import gc
+
+        gc.collect()  # the runs' celery results let go while their broker still answers
         self.environment.close()
         if self.started:
             from asgard.resources.workers.deployment import EmulatedDeployment
@@ -451,6 +468,7 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
     cfg.check()
     say = on_event or (lambda _: None)
     from .cost import Prices
+    from .day_airflow import run_setting_airflow
 
     prices = Prices.load(cfg.prices)
     settings: dict[str, Any] = {}
@@ -458,10 +476,11 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
         if name not in cfg.settings:
             settings[name] = {"run": False, "reason": "not selected (--settings)"}
         else:
-            settings[name] = {"run": True, **run_setting(cfg, name, prices, say)}
+            settings[name] = {"run": True, **run_setting(cfg, name, prices, say)} if cfg.engine == "dagster" else {
+                "run": True, **run_setting_airflow(cfg, name, prices, say)}
     out = Path(cfg.out) if cfg.out else Path("reports/bench-day") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
-    result = {"settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,
+    result = {"engine": cfg.engine, "settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,
               "rounds": cfg.rounds, "prices": prices.raw.get("function", {}).get("source"),
               "pricing": "function GB-s (AWS Lambda) + the Cassandra instance (EC2 i3.large) for the day's E2E, "
                          "shared by its concurrent runs; S3 by its requests (prices.yaml, AWS list prices Nov 2022)",
@@ -483,13 +502,14 @@ def summary_json(result: dict[str, Any]) -> dict[str, Any]:
                      "noise_pct": s["noise_pct"], "store_share_pct": s["store_share_pct"],
                      "failed_runs": s["failed_runs"], "ratios": s["ratios"],
                      "runs": s["runs"], "runs_on_several_hosts": s["runs_on_several_hosts"]}
-    return {"settings": out, "mix": result["mix"], "concurrent": result["concurrent"], "rounds": result["rounds"],
+    return {"engine": result.get("engine", "dagster"), "settings": out, "mix": result["mix"], "concurrent": result["concurrent"], "rounds": result["rounds"],
             "out": result["out"]}
 
 
 def table(result: dict[str, Any]) -> str:
     mix = ", ".join(f"{m['app']}" + "".join(f" {k}={v}" for k, v in m.items() if k != "app") for m in result["mix"])
-    lines = [f"day: {mix}; {result['concurrent']} runs at once; {result['rounds']} rounds, variants interleaved",
+    lines = [f"day ({result.get('engine', 'dagster')}): {mix}; {result['concurrent']} runs at once; "
+             f"{result['rounds']} rounds, variants interleaved",
              f"pricing: {result['pricing']}"]
     for name, s in result["settings"].items():
         lines.append("")
@@ -513,8 +533,11 @@ def table(result: dict[str, Any]) -> str:
         lines.append(f"loop over best_static, E2E: {r['loop_over_best_static_e2e']}x; over the peer: E2E "
                      f"{r['loop_over_peer_e2e']}x, Perf/$ {r['loop_over_peer_perf_per_dollar']}x; "
                      f"default over the peer, E2E: {r['default_over_peer_e2e']}x")
-        lines.append(f"store share of the steps' time (default): {s['store_share_pct']}% "
-                     + "; ".join(f"{a} {p:.0f}%" for a, p in s["store_share_by_app"].items() if p is not None))
+        if s["store_share_pct"] is None:
+            lines.append(f"store share of the steps' time: {s.get('store_share_note', 'not measured')}")
+        else:
+            lines.append(f"store share of the steps' time (default): {s['store_share_pct']}% "
+                         + "; ".join(f"{a} {p:.0f}%" for a, p in s["store_share_by_app"].items() if p is not None))
         for t in s["search"]["trials"]:
             lines.append(f"  search probe {json.dumps(t['client'])}: {t['e2e_s']:.1f}s")
         for rec in s["decisions"]:

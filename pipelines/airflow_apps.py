@@ -13,7 +13,9 @@ the whole dict), and an op's named outputs are pushed one key each (:func:`push_
   ``reduce_bucket_<j>`` (one task per bucket, reading its key of every mapper) -> ``merge_counts``;
 * ``etl_columnar`` (scatter, broadcast, fan-in of Arrow tables): ``generate`` (the orders'
   partitions as its value, the customers under the key ``customers``) -> ``filter_orders.expand``
-  -> ``join_customers.partial(customers).expand`` -> ``aggregate.expand`` -> ``merge_aggregates``.
+  -> ``join_customers.partial(customers).expand`` -> ``aggregate.expand`` -> ``merge_aggregates``;
+  its param ``tables = "pandas"`` passes DataFrames instead, for an XCom backend on Airflow's
+  serde (common-io's), which has no Arrow serializer.
 
 The fan-out and data size are the DAG's params (``fanout``, ``scale``; word count's reducers are
 fixed when the DAG is made, as Airflow's task list is):
@@ -160,30 +162,52 @@ def _word_count(dag: DAG, reducers: int) -> None:
     merge_counts(reduced)
 
 
+def _carried(value: Any, params: dict | None) -> Any:
+    """A task's tables as the run's ``tables`` param says they travel: Arrow, or pandas DataFrames
+    (Airflow's serde has no Arrow serializer: a stock backend carries DataFrames, as parquet in JSON)."""
+    if (params or {}).get("tables") != "pandas":
+        return value
+    import pyarrow as pa
+
+    if isinstance(value, list):
+        return [_carried(v, params) for v in value]
+    return value.to_pandas() if isinstance(value, pa.Table) else value
+
+
+def _arrow(value: Any) -> Any:
+    """A value read from XCom as the ops take it: Arrow tables (DataFrames converted back)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(value, list):
+        return [_arrow(v) for v in value]
+    return pa.Table.from_pandas(value, preserve_index=False) if isinstance(value, pd.DataFrame) else value
+
+
 def _etl(dag: DAG) -> None:
     from asgard.pipelines import etl_columnar as etl
 
     @task
     def generate(params=None) -> list:
         out = call_op(etl.generate, config=etl.EtlConfig(fanout=int(params["fanout"]), scale=float(params["scale"])))
-        push_outputs({"customers": out.pop("customers")})
-        return [out[k] for k in sorted(out)]  # one list element per partition: each mapped task reads its own
+        push_outputs({"customers": _carried(out.pop("customers"), params)})
+        return [_carried(out[k], params) for k in sorted(out)]  # one element per partition: each mapped task reads its own
 
     @task(multiple_outputs=False)
-    def filter_orders(orders):
-        return call_op(etl.filter_orders, orders)
+    def filter_orders(orders, params=None):
+        return _carried(call_op(etl.filter_orders, _arrow(orders)), params)
 
     @task(multiple_outputs=False)
-    def join_customers(orders, customers):
-        return call_op(etl.join_customers, orders, customers)
+    def join_customers(orders, customers, params=None):
+        return _carried(call_op(etl.join_customers, _arrow(orders), _arrow(customers)), params)
 
     @task(multiple_outputs=False)
-    def aggregate(joined):
-        return call_op(etl.aggregate, joined)
+    def aggregate(joined, params=None):
+        return _carried(call_op(etl.aggregate, _arrow(joined)), params)
 
     @task(multiple_outputs=False)
     def merge_aggregates(parts) -> dict:
-        return call_op(etl.merge_aggregates, list(parts))
+        return call_op(etl.merge_aggregates, _arrow(list(parts)))
 
     generated = generate()
     filtered = filter_orders.expand(orders=generated)
@@ -202,6 +226,10 @@ def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str 
     defaults = DEFAULTS[app]
     params = {"fanout": Param(defaults["fanout"], type="integer", minimum=1, description="the fan-out degree"),
               "scale": Param(defaults["scale"], type="number", exclusiveMinimum=0, description="the data size")}
+    if app == "etl_columnar":
+        params["tables"] = Param("arrow", enum=["arrow", "pandas"], description="how tables travel between tasks: "
+                                 "Arrow (the project's XCom backend) or pandas DataFrames (what Airflow's serde, and "
+                                 "so a stock XCom backend, carries)")
     dag_kwargs.setdefault("start_date", pendulum.datetime(2026, 1, 1, tz="UTC"))
     dag_kwargs.setdefault("catchup", False)
     with DAG(dag_id or dag_id_for(app), schedule=schedule, params=params, tags=["asgard", app],

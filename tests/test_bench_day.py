@@ -72,3 +72,51 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
     # the node is as it was found: its yaml overrides and the retune job's state file
     assert cassandra_node.overrides() == overrides_before
     assert (applied_config_file().read_text() if applied_config_file().exists() else None) == state_before
+
+
+def test_a_day_on_airflow_runs_the_four_variants_with_common_ios_backend_as_the_peer(cassandra_node, minio_server,
+                                                                                      tmp_path):
+    """``--engine airflow``: the mix as ``airflow dags test`` runs, two at once, each in a home of
+    its own; the peer is common-io's XComObjectStorageBackend on MinIO (its ETL passing DataFrames:
+    Airflow's serde has no Arrow serializer), the others our backend with the levers as [asgard] settings."""
+    from asgard.resources.stores.s3 import s3_client
+    from asgard.resources.minio.server import local_credentials
+    from asgard_bench.day_airflow import PEER_BUCKET, PEER_PREFIX
+
+    out = tmp_path / "day"
+    res = CliRunner().invoke(main, ["bench", "day", "--engine", "airflow", "--settings", "loopback", "--rounds", "1",
+                                    "--mix", "etl_columnar:fanout=2;scale=0.05,word_count:fanout=2;scale=0.1;reducers=2",
+                                    "--search-probes", "2", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["engine"] == "airflow"
+    loopback = summary["settings"]["loopback"]
+    for name, v in loopback["variants"].items():
+        assert v["failed_runs"] == 0 and v["e2e_s"] > 0 and v["perf_per_dollar"] > 0, (name, v)
+    full = json.loads((out / "day.json").read_text())["settings"]["loopback"]
+    assert [d["variant"] for d in full["days"]] == ["peer", "default", "best_static", "loop"]
+    by_variant = {d["variant"]: d for d in full["days"]}
+    for d in full["days"]:
+        assert [r["app"] for r in d["runs"]] == ["etl_columnar", "word_count"] and all(r["success"] for r in d["runs"])
+        # two runs at once: the day (first start to last end) is shorter than the two one after the other
+        assert d["e2e_s"] < sum(r["e2e_s"] for r in d["runs"])
+    # the peer: the stock backend's objects in MinIO, priced by its requests, none of our references;
+    # what it stored is removed after its day
+    peer = by_variant["peer"]
+    assert peer["backend"] == "s3_stock" and peer["storage_usd"] > 0
+    assert all(r["edges"] == {} and r["bytes_written"] > 0 for r in peer["runs"])
+    client = s3_client(minio_server.endpoint, "us-east-1", *local_credentials(), None, 10, 10, 60)
+    assert client.list_objects_v2(Bucket=PEER_BUCKET, Prefix=f"{PEER_PREFIX}/").get("KeyCount", 0) == 0
+    # ours: every large value a reference to the ring; the default stores uncompressed, the loop
+    # chooses a codec per value, best_static one for all (the fastest of its probes)
+    def codecs(variant):
+        return {e["codec"] for r in by_variant[variant]["runs"] for e in r["edges"].values()}
+
+    assert codecs("default") == {"none"}
+    assert codecs("loop") <= {"none", "lz4", "zstd"} and codecs("loop")
+    kept = full["variants"]["best_static"]["config"]["asgard"]
+    assert kept == min(full["search"]["trials"], key=lambda t: t["e2e_s"])["client"]
+    assert codecs("best_static") == {kept["codec"]}
+    # the loop's values with readers on this host (dags test runs every task here) keep a local copy
+    placements = {e["placement"] for r in by_variant["loop"]["runs"] for e in r["edges"].values()}
+    assert "producer-local" in placements, by_variant["loop"]["runs"]

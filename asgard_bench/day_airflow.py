@@ -1,0 +1,229 @@
+"""``asgard bench day --engine airflow``: the day's mix as Airflow DAG runs (:mod:`asgard.pipelines.airflow_apps`),
+the same four variants interleaved round by round as the Dagster day (:mod:`asgard_bench.day`):
+
+* ``peer``        -- common-io's stock ``XComObjectStorageBackend`` on MinIO (through the amazon
+  provider's s3fs), its threshold the same as ours (64 KiB: smaller values stay in Airflow's table);
+  Airflow's serde, which it stores through, has no Arrow serializer, so its ETL runs pass pandas
+  DataFrames (the DAG's ``tables`` param; serde writes them as parquet, hex in JSON);
+* ``default``     -- ``asgard_airflow.CassandraXComBackend`` with its default ``[asgard]`` settings;
+* ``best_static`` -- one value of each per-edge lever (``[asgard] codec``, ``placement``,
+  ``chunk_size_bytes``, ``concurrency``) for every value pushed, from the same coordinate search;
+* ``loop``        -- the levers decided per value (``codec = auto``, ``placement = auto``).
+
+Each run is ``airflow dags test`` (its tasks one after the other, in one process) in an
+``AIRFLOW_HOME`` of its slot: ``concurrent`` slots, each with its own SQLite database, so runs at
+once never wait on one file's lock. The server's knobs stay at the node's configuration for every
+variant (the retune DAG is not part of this day), so best_static and the loop differ from the
+default by the per-edge levers only.
+
+A day's E2E is its first DAG run's start to its last run's end, from the runs' own records (the
+CLI's start-up and DAG parsing are outside it); the cost and Perf/$ as the Dagster day's. The
+store's share of E2E is not measured here: a task's pushes and pulls are not timed apart from it.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from .apps_airflow import _home, measure
+from .apps_summary import price_row
+from .day import LOOP_FIELDS, PEER_BACKEND, VARIANTS, DayConfig, _cv_pct, _median, _ratios, _variant_order, search_static
+
+ENGINE = "airflow"
+KEYSPACE = "asgard_bench_day_airflow"
+STOCK_XCOM = "airflow.providers.common.io.xcom.backend.XComObjectStorageBackend"
+#: ours and the peer's: values up to this many bytes (as JSON) stay in Airflow's table
+THRESHOLD_BYTES = 64 * 1024
+PEER_CONN_ID = "asgard_bench_day_minio"
+PEER_BUCKET = "asgard"
+PEER_PREFIX = "bench-day-airflow"
+SETTINGS = ("loopback", "cloud")
+#: the peer's runs pass DataFrames where ours pass Arrow tables: the ETL's tables param
+PEER_CONF = {"etl_columnar": {"tables": "pandas"}}
+
+
+class AirflowDayError(ValueError):
+    """A day the Airflow engine cannot run (a setting it does not cover)."""
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+class AirflowDay:
+    """One setting's servers and ``concurrent`` Airflow homes, running the mix as a variant would."""
+
+    def __init__(self, cfg: DayConfig, network: str, prices, say: Callable[[str], None], tmp: Path):
+        from asgard.resources.minio.server import local_credentials
+        from asgard.resources.network import Deployment
+
+        from .apps_servers import server_for
+
+        self.cfg, self.network, self.prices, self.say = cfg, network, prices, say
+        self.deployment = Deployment(network)
+        self.minio = server_for("s3", network)
+        self.minio.ensure_bucket(PEER_BUCKET)
+        self.s3_endpoint = self.deployment.store_kwargs("s3").get("endpoint_url") or self.minio.endpoint
+        self.s3_keys = local_credentials()
+        self.hourly = prices.instances[prices.storage_kind("cassandra")[1]]
+        cassandra = self.deployment.store_kwargs("cassandra")
+        self.store_env = {"AIRFLOW__ASGARD__KEYSPACE": KEYSPACE,
+                          "AIRFLOW__ASGARD__THRESHOLD_BYTES": str(THRESHOLD_BYTES),
+                          "AIRFLOW__ASGARD__CONTACT_POINTS": ",".join(cassandra.get("contact_points", ["127.0.0.1"])),
+                          "AIRFLOW__ASGARD__PORT": str(cassandra.get("port", 9042))}
+        self.homes: queue.Queue = queue.Queue()
+        for slot in range(cfg.concurrent):  # `airflow db migrate` each: about 10 s
+            self.homes.put(_home(tmp / f"slot{slot}", 4))
+
+    def environment(self, home: dict, variant: str, client: dict | None) -> dict[str, str]:
+        """A run's environment: its home's, the XCom backend of ``variant``, the levers of ``client``."""
+        env = {**home["env"], **self.store_env}
+        if variant == "peer":
+            user, password = self.s3_keys
+            conn = {"conn_type": "aws", "login": user, "password": password,
+                    "extra": {"endpoint_url": self.s3_endpoint, "region_name": "us-east-1"}}
+            env.update({"AIRFLOW__CORE__XCOM_BACKEND": STOCK_XCOM,
+                        "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_PATH": f"s3://{PEER_CONN_ID}@{PEER_BUCKET}/{PEER_PREFIX}",
+                        "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_THRESHOLD": str(THRESHOLD_BYTES),
+                        f"AIRFLOW_CONN_{PEER_CONN_ID.upper()}": json.dumps(conn)})
+        for lever, value in (client or {}).items():  # [asgard] codec, placement, chunk_size_bytes, concurrency
+            env[f"AIRFLOW__ASGARD__{lever.upper()}"] = str(value)
+        return env
+
+    def run_one(self, rnd: int, variant: str, app: str, sizes: dict, client: dict | None) -> dict[str, Any]:
+        """One DAG run of ``app`` in a free slot's home: a row as the Dagster day's, with its start and end."""
+        from asgard.pipelines.airflow_apps import dag_id_for
+
+        home = self.homes.get()
+        try:
+            env = {**self.environment(home, variant, client),
+                   "ASGARD_BENCH_REDUCERS": str(int(sizes.get("reducers", 4)))}
+            conf = {k: sizes[k] for k in ("fanout", "scale") if k in sizes}
+            if variant == "peer":  # what the stock backend can carry (its serde has no Arrow serializer)
+                conf.update(PEER_CONF.get(app, {}))
+            out = subprocess.run([str(Path(sys.executable).with_name("airflow")), "dags", "test", dag_id_for(app),
+                                  "-c", json.dumps(conf)], env=env, capture_output=True, text=True, timeout=1800)
+            text = out.stdout + out.stderr
+            found = re.search(r"DagRun Finished: dag_id=[^,]+, logical_date=[^,]+, run_id=([^,]+),", text)
+            run_id = found.group(1) if found else ""
+            m = measure(home["db"], dag_id_for(app), run_id) if run_id else {
+                "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "start": None, "end": None}
+            if run_id and variant != "peer":  # ephemeral data: drop the run's values (its slot waits, not the day)
+                subprocess.run([sys.executable, "-m", "asgard.cli", "airflow", "purge", "--dag-id", dag_id_for(app),
+                                "--run-id", run_id], env=env, capture_output=True, timeout=300)
+        finally:
+            self.homes.put(home)
+        steps = m["steps"]
+        error = "" if out.returncode == 0 and run_id and m["status"] == "success" else text[-500:]
+        row = {"round": rnd, "app": app, "backend": PEER_BACKEND if variant == "peer" else "cassandra",
+               "scale": sizes.get("scale", ""), "fanout": sizes.get("fanout", ""), "run_id": run_id,
+               "success": not error, "error": error, "e2e_s": m["e2e_s"], "start": m["start"], "end": m["end"],
+               "invocations": len(steps), "step_s_total": sum(s["seconds"] for s in steps),
+               "compute_s_total": sum(s["seconds"] for s in steps), "write_s_total": None, "read_s_total": None,
+               "bytes_written": sum(w["bytes"] for w in m["writes"]), "store_share_pct": None,
+               "hosts": ["this host"],
+               "edges": {f"{w['step']}.{w['output']}": {"codec": w["codec"], "placement": w["placement"] or "ring"}
+                         for w in m["writes"] if w["stored"]}}
+        return price_row(row, self.prices)
+
+    def run(self, rnd: int, variant: str, client: dict | None) -> dict[str, Any]:
+        """The mix once, ``concurrent`` runs at a time; the day's record as the Dagster day's."""
+        from .cost import instance_cost, perf_per_dollar, s3_request_cost, s3_requests
+
+        before = self.minio.request_counts() if variant == "peer" else {}
+        with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-day-airflow") as pool:
+            rows = list(pool.map(lambda entry: self.run_one(rnd, variant, entry[0], entry[1], client), self.cfg.mix))
+        starts = [_stamp(r["start"]) for r in rows if r["start"]]
+        ends = [_stamp(r["end"]) for r in rows if r["end"]]
+        e2e = max(ends) - min(starts) if starts and ends else float("nan")
+        functions = sum(r["function_usd"] for r in rows)
+        if variant == "peer":  # the day's requests, counted once around all of its runs
+            storage = s3_request_cost(*s3_requests(before, self.minio.request_counts()), self.prices)
+            self.clear_peer()
+        else:  # one instance for the whole day, shared by the runs in flight
+            storage = instance_cost(self.hourly, e2e)
+        cost = functions + storage
+        failed = [f"{r['app']}: {r['error'] or 'run failed'}" for r in rows if not r["success"]]
+        return {"round": rnd, "variant": variant, "backend": rows[0]["backend"], "client": client or {},
+                "e2e_s": e2e, "reconfiguration_s": 0.0, "cost_usd": cost, "storage_usd": storage,
+                "perf_per_dollar": perf_per_dollar(e2e, cost), "failed_runs": len(failed), "failures": failed,
+                "store_share_pct": None,
+                "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
+                                            "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
+                                            "hosts", "edges")} for r in rows]}
+
+    def probe(self, client: dict) -> float:
+        """One run of the mix's first pipeline with ``client``'s levers: its E2E (inf when it fails)."""
+        app, sizes = self.cfg.mix[0]
+        row = self.run_one(-1, "search", app, sizes, client)
+        return row["e2e_s"] if row["success"] else float("inf")
+
+    def clear_peer(self) -> None:
+        """What the stock backend stored (it never deletes): removed after its day, outside its E2E."""
+        from asgard.resources.stores.s3 import s3_client
+
+        client = s3_client(self.s3_endpoint, "us-east-1", *self.s3_keys, None, 10, 10, 60)
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=PEER_BUCKET, Prefix=f"{PEER_PREFIX}/"):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                client.delete_objects(Bucket=PEER_BUCKET, Delete={"Objects": keys})
+
+
+def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
+    """The day's four variants on Airflow in one setting, interleaved; its summary (and every day's record)."""
+    if network not in SETTINGS:
+        raise AirflowDayError(f"--engine airflow runs the settings {', '.join(SETTINGS)}; drop {network} "
+                              "(on the hosts, tests/test_celery_hosts.py runs a DAG on Airflow's CeleryExecutor)")
+    from asgard.resources.network import Deployment
+
+    deployment = Deployment(network)
+    deployment.up(("cassandra", "s3"))
+    t_start = time.time()
+    days: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="asgard-bench-day-airflow-") as tmp:
+        day = AirflowDay(cfg, network, prices, say, Path(tmp))
+        for app, sizes in dict((a, s) for a, s in cfg.mix).items():  # untimed: the first run's imports and schema
+            say(f"[{network}/airflow] warm-up: {app}")
+            day.run_one(-1, "default", app, sizes, None)
+        say(f"[{network}/airflow] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
+        t_search = time.perf_counter()
+        static_client, trials = search_static(day.probe, cfg.search_probes, say)
+        search_s = time.perf_counter() - t_search
+        say(f"[{network}/airflow] best_static: {static_client}")
+        clients = {"peer": None, "default": None, "best_static": static_client, "loop": dict(LOOP_FIELDS)}
+        for rnd in range(cfg.rounds):
+            for variant in _variant_order(rnd):
+                record = day.run(rnd, variant, clients[variant])
+                days.append(record)
+                say(f"[{network}/airflow] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
+                    + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
+    variants = {}
+    for v in VARIANTS:
+        mine = [d for d in days if d["variant"] == v]
+        variants[v] = {"e2e_s": _median([d["e2e_s"] for d in mine]),
+                       "perf_per_dollar": _median([d["perf_per_dollar"] for d in mine]),
+                       "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
+                       "store_share_pct": None, "failed_runs": sum(d["failed_runs"] for d in mine),
+                       "reconfiguration_s": 0.0, "days": len(mine)}
+    variants["peer"]["config"] = {"xcom_backend": STOCK_XCOM, "threshold_bytes": THRESHOLD_BYTES}
+    variants["best_static"]["config"] = {"asgard": static_client, "server": "the node's"}
+    variants["loop"]["config"] = {"asgard": dict(LOOP_FIELDS), "server": "the node's (no retune in this day)"}
+    noise = _cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
+    return {"engine": ENGINE, "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
+            "store_share_pct": None, "store_share_note": "not measured on Airflow (pushes and pulls are not timed apart)",
+            "failed_runs": sum(d["failed_runs"] for d in days), "runs": sum(len(d["runs"]) for d in days),
+            "runs_on_several_hosts": 0, "ratios": _ratios(variants),
+            "store_share_by_app": {app: None for app, _ in cfg.mix},
+            "search": {"trials": trials, "seconds": round(search_s, 1)}, "decisions": [], "days": days,
+            "seconds": round(time.time() - t_start, 1),
+            "network": {"profile": network, "description": deployment.profile.description}}
+
