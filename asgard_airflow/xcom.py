@@ -16,7 +16,8 @@ change: the downstream task's argument is the value, of the type it was returned
 
 * A value over ``threshold_bytes`` (as Airflow's JSON) is stored, and the row (what the UI shows)
   holds a small JSON reference (:data:`REFERENCE_MARKER`, ``uri``, ``bytes``, ``format``,
-  ``checksum``, ``expires_at``, the DAG, run, task, map index and key).
+  ``checksum``, ``expires_at``, the DAG, run, task, map index and key, and ``write_s``: the
+  seconds the push took to encode and write it).
 * Plain data (str, numbers, bools, None, lists, tuples, sets, dicts with str keys) is stored as
   UTF-8 JSON in Airflow's own serialization (``format: json``); the rest (bytes, arrays, objects)
   as a pickle (``pickle``), signed when a signing key is set.
@@ -272,6 +273,7 @@ class CassandraXComBackend(BaseXCom):
 
 def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     """Write ``value`` (or each element) as a new object and return the row's reference."""
+    t0 = time.perf_counter()
     store = configured_store(settings)
     base = object_key(where["dag_id"], where["run_id"], where["task_id"], where["map_index"], where["key"],
                       new_version())
@@ -310,6 +312,7 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
         ref.update(checksum=f"crc32:{manifests[0].checksum}", version=manifests[0].version)
     # the pushing task's Rendered Template names what was decided for this value, and why
     record_push(where, ref, settings.option("codec"), [r.codec_reason for r in results if r.codec_reason])
+    ref["write_s"] = round(time.perf_counter() - t0, 4)  # encoding and writing: the store's share of the task
     return ref
 
 

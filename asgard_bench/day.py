@@ -258,6 +258,20 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def summarize_variants(days: list[dict]) -> dict[str, dict]:
+    """Per variant, the medians of its days (E2E, Perf/$, store share), its E2E range and its failures."""
+    variants = {}
+    for v in VARIANTS:
+        mine = [d for d in days if d["variant"] == v]
+        variants[v] = {"e2e_s": _median([d["e2e_s"] for d in mine]),
+                       "perf_per_dollar": _median([d["perf_per_dollar"] for d in mine]),
+                       "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
+                       "store_share_pct": _median([d["store_share_pct"] for d in mine]),
+                       "failed_runs": sum(d["failed_runs"] for d in mine),
+                       "reconfiguration_s": round(sum(d["reconfiguration_s"] for d in mine), 2), "days": len(mine)}
+    return variants
+
+
 def _cv_pct(xs: list[float]) -> float | None:
     return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
 
@@ -415,15 +429,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                     state_file.write_text(saved_state)
                 else:
                     state_file.unlink(missing_ok=True)
-    variants = {}
-    for v in VARIANTS:
-        mine = [d for d in days if d["variant"] == v]
-        variants[v] = {"e2e_s": _median([d["e2e_s"] for d in mine]),
-                       "perf_per_dollar": _median([d["perf_per_dollar"] for d in mine]),
-                       "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
-                       "store_share_pct": _median([d["store_share_pct"] for d in mine]),
-                       "failed_runs": sum(d["failed_runs"] for d in mine),
-                       "reconfiguration_s": round(sum(d["reconfiguration_s"] for d in mine), 2), "days": len(mine)}
+    variants = summarize_variants(days)
     variants["best_static"]["config"] = {"io_manager": static_client, "server": static_server.non_default()}
     variants["loop"]["config"] = {"io_manager": dict(LOOP_FIELDS),
                                   "server": "retune job per round" if server_retune else

@@ -18,7 +18,9 @@ default by the per-edge levers only.
 
 A day's E2E is its first DAG run's start to its last run's end, from the runs' own records (the
 CLI's start-up and DAG parsing are outside it); the cost and Perf/$ as the Dagster day's. The
-store's share of E2E is not measured here: a task's pushes and pulls are not timed apart from it.
+store's share of the tasks' time: our backend's pushes (each reference's ``write_s``: encoding and
+writing) and pulls (the task log's line per value read, values of 256 KiB and over, in the run's
+output) over the tasks' seconds; not measured for the stock peer.
 """
 from __future__ import annotations
 
@@ -35,8 +37,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .apps_airflow import _home, measure
+from .apps_run import store_share_pct
 from .apps_summary import price_row
-from .day import LOOP_FIELDS, PEER_BACKEND, VARIANTS, DayConfig, _cv_pct, _median, _ratios, _variant_order, search_static
+from .day import (LOOP_FIELDS, PEER_BACKEND, DayConfig, _cv_pct, _median, _ratios, _variant_order, search_static,
+                  summarize_variants)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -49,6 +53,8 @@ PEER_PREFIX = "bench-day-airflow"
 SETTINGS = ("loopback", "cloud")
 #: the peer's runs pass DataFrames where ours pass Arrow tables: the ETL's tables param
 PEER_CONF = {"etl_columnar": {"tables": "pandas"}}
+#: the XCom backend's task log line per pull of a stored value (asgard_airflow.xcom._log_read)
+READ_LINE = re.compile(r"Read .*?: \d+ bytes in ([0-9.]+) s")
 
 
 class AirflowDayError(ValueError):
@@ -123,13 +129,19 @@ class AirflowDay:
         finally:
             self.homes.put(home)
         steps = m["steps"]
+        step_s = sum(s["seconds"] for s in steps)
+        # our backend's pushes (their references' write_s) and pulls (the tasks' log lines); the stock one's: not timed
+        write_s = sum(w["write_s"] or 0.0 for w in m["writes"]) if variant != "peer" else None
+        read_s = read_seconds(text) if variant != "peer" and run_id else None
+        io_s = write_s + read_s if write_s is not None and read_s is not None else None
         error = "" if out.returncode == 0 and run_id and m["status"] == "success" else text[-500:]
         row = {"round": rnd, "app": app, "backend": PEER_BACKEND if variant == "peer" else "cassandra",
                "scale": sizes.get("scale", ""), "fanout": sizes.get("fanout", ""), "run_id": run_id,
                "success": not error, "error": error, "e2e_s": m["e2e_s"], "start": m["start"], "end": m["end"],
-               "invocations": len(steps), "step_s_total": sum(s["seconds"] for s in steps),
-               "compute_s_total": sum(s["seconds"] for s in steps), "write_s_total": None, "read_s_total": None,
-               "bytes_written": sum(w["bytes"] for w in m["writes"]), "store_share_pct": None,
+               "invocations": len(steps), "step_s_total": step_s,
+               "compute_s_total": step_s - io_s if io_s is not None else step_s, "write_s_total": write_s,
+               "read_s_total": read_s, "bytes_written": sum(w["bytes"] for w in m["writes"]),
+               "store_share_pct": store_share_pct(step_s - io_s, io_s) if io_s is not None else None,
                "hosts": ["this host"],
                "edges": {f"{w['step']}.{w['output']}": {"codec": w["codec"], "placement": w["placement"] or "ring"}
                          for w in m["writes"] if w["stored"]}}
@@ -156,7 +168,7 @@ class AirflowDay:
         return {"round": rnd, "variant": variant, "backend": rows[0]["backend"], "client": client or {},
                 "e2e_s": e2e, "reconfiguration_s": 0.0, "cost_usd": cost, "storage_usd": storage,
                 "perf_per_dollar": perf_per_dollar(e2e, cost), "failed_runs": len(failed), "failures": failed,
-                "store_share_pct": None,
+                "store_share_pct": _median([r["store_share_pct"] for r in rows]),
                 "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
                                             "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
                                             "hosts", "edges")} for r in rows]}
@@ -176,6 +188,13 @@ class AirflowDay:
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 client.delete_objects(Bucket=PEER_BUCKET, Delete={"Objects": keys})
+
+
+def read_seconds(output: str) -> float:
+    """The seconds a run's tasks spent reading stored values: our backend's log line per pull
+    ("Read ... bytes in X s", at INFO for values of 256 KiB and over) in ``airflow dags test``'s
+    output, which carries its tasks' logs."""
+    return sum(float(x) for x in READ_LINE.findall(output))
 
 
 def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
@@ -206,23 +225,19 @@ def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str
                 days.append(record)
                 say(f"[{network}/airflow] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
                     + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
-    variants = {}
-    for v in VARIANTS:
-        mine = [d for d in days if d["variant"] == v]
-        variants[v] = {"e2e_s": _median([d["e2e_s"] for d in mine]),
-                       "perf_per_dollar": _median([d["perf_per_dollar"] for d in mine]),
-                       "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
-                       "store_share_pct": None, "failed_runs": sum(d["failed_runs"] for d in mine),
-                       "reconfiguration_s": 0.0, "days": len(mine)}
+    variants = summarize_variants(days)
     variants["peer"]["config"] = {"xcom_backend": STOCK_XCOM, "threshold_bytes": THRESHOLD_BYTES}
     variants["best_static"]["config"] = {"asgard": static_client, "server": "the node's"}
     variants["loop"]["config"] = {"asgard": dict(LOOP_FIELDS), "server": "the node's (no retune in this day)"}
     noise = _cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
+    default_runs = [r for d in days if d["variant"] == "default" for r in d["runs"]]
+    share = _median([r["store_share_pct"] for r in default_runs])
     return {"engine": ENGINE, "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
-            "store_share_pct": None, "store_share_note": "not measured on Airflow (pushes and pulls are not timed apart)",
+            "store_share_pct": round(share, 1) if share is not None else None,
             "failed_runs": sum(d["failed_runs"] for d in days), "runs": sum(len(d["runs"]) for d in days),
             "runs_on_several_hosts": 0, "ratios": _ratios(variants),
-            "store_share_by_app": {app: None for app, _ in cfg.mix},
+            "store_share_by_app": {app: _median([r["store_share_pct"] for r in default_runs if r["app"] == app])
+                                   for app, _ in cfg.mix},
             "search": {"trials": trials, "seconds": round(search_s, 1)}, "decisions": [], "days": days,
             "seconds": round(time.time() - t_start, 1),
             "network": {"profile": network, "description": deployment.profile.description}}

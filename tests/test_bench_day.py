@@ -93,6 +93,8 @@ def test_a_day_on_airflow_runs_the_four_variants_with_common_ios_backend_as_the_
     loopback = summary["settings"]["loopback"]
     for name, v in loopback["variants"].items():
         assert v["failed_runs"] == 0 and v["e2e_s"] > 0 and v["perf_per_dollar"] > 0, (name, v)
+    # the store's share of the tasks' time: our pushes (their references' write_s) and pulls (the logs')
+    assert 0 < loopback["store_share_pct"] < 100
     full = json.loads((out / "day.json").read_text())["settings"]["loopback"]
     assert [d["variant"] for d in full["days"]] == ["peer", "default", "best_static", "loop"]
     by_variant = {d["variant"]: d for d in full["days"]}
@@ -104,7 +106,9 @@ def test_a_day_on_airflow_runs_the_four_variants_with_common_ios_backend_as_the_
     # what it stored is removed after its day
     peer = by_variant["peer"]
     assert peer["backend"] == "s3_stock" and peer["storage_usd"] > 0
-    assert all(r["edges"] == {} and r["bytes_written"] > 0 for r in peer["runs"])
+    assert all(r["edges"] == {} and r["bytes_written"] > 0 and r["store_share_pct"] is None for r in peer["runs"])
+    for r in by_variant["default"]["runs"]:  # every run of ours pushed and pulled stored values
+        assert r["write_s_total"] > 0 and r["read_s_total"] > 0, r
     client = s3_client(minio_server.endpoint, "us-east-1", *local_credentials(), None, 10, 10, 60)
     assert client.list_objects_v2(Bucket=PEER_BUCKET, Prefix=f"{PEER_PREFIX}/").get("KeyCount", 0) == 0
     # ours: every large value a reference to the ring; the default stores uncompressed, the loop

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..paths import run_dir
 from ..process import ManagedServer, ServerError
+from .celery_worker import CeleryWorker
 
 API_PORT = 8080
 #: the queue every worker takes besides its host's (Airflow's ``[operators] default_queue``)
@@ -94,7 +95,7 @@ class AirflowApiServer(ManagedServer):
             return False
 
 
-class AirflowCeleryWorker(ManagedServer):
+class AirflowCeleryWorker(CeleryWorker):
     """The Airflow celery worker of host ``host``: its queue is the host's name.
 
     Args:
@@ -108,28 +109,17 @@ class AirflowCeleryWorker(ManagedServer):
     """
 
     start_timeout = 120.0
+    app_name = "airflow"
+    shared_queue = DEFAULT_QUEUE
 
     def __init__(self, host: str, address: str, environment: dict[str, str], netns: str | None = None,
                  airflow_home: Path | None = None, concurrency: int = 1, workdir: Path | None = None):
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        super().__init__(f"airflow-worker-{host}", workdir or run_dir("workers", host, "airflow"), netns=netns)
-        self.host, self.address = host, address
+        super().__init__(f"airflow-worker-{host}", workdir or run_dir("workers", host, "airflow"), host,
+                         environment["AIRFLOW__CELERY__BROKER_URL"], environment["AIRFLOW__CELERY__RESULT_BACKEND"],
+                         netns=netns, concurrency=concurrency)
+        self.address = address
         self.airflow_environment = dict(environment)
         self.airflow_home = Path(airflow_home) if airflow_home else self.workdir / "airflow_home"
-        self.concurrency = concurrency
-
-    @property
-    def node_name(self) -> str:
-        return f"airflow@{self.host}"
-
-    @property
-    def queues(self) -> list[str]:
-        return [self.host, DEFAULT_QUEUE]
-
-    @property
-    def endpoint(self) -> str:
-        return f"queues {','.join(self.queues)}"
 
     def environment(self) -> dict[str, str]:
         return {**os.environ, **self.airflow_environment, "AIRFLOW_HOME": str(self.airflow_home),
@@ -141,23 +131,3 @@ class AirflowCeleryWorker(ManagedServer):
     def command(self) -> list[str]:
         return [AIRFLOW, "celery", "worker", "-H", self.node_name, "-q", ",".join(self.queues),
                 "-c", str(self.concurrency), "--without-mingle", "--without-gossip"]
-
-    def is_ready(self) -> bool:
-        from celery import Celery
-
-        env = self.airflow_environment
-        try:
-            app = Celery("asgard-probe", broker=env["AIRFLOW__CELERY__BROKER_URL"],
-                         backend=env["AIRFLOW__CELERY__RESULT_BACKEND"])
-            try:
-                replies = app.control.ping(destination=[self.node_name], timeout=1.0)
-            finally:
-                app.close()
-        except Exception:  # the broker is not up (yet): not ready
-            return False
-        return any(self.node_name in reply for reply in replies)
-
-    def status(self) -> dict:
-        info = super().status()
-        info.update(host=self.host, queues=self.queues, netns=self.netns, node_name=self.node_name)
-        return info

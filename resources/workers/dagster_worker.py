@@ -35,7 +35,8 @@ from pathlib import Path
 
 from ..network.namespace import current_netns
 from ..paths import run_dir, write_private
-from ..process import ManagedServer, ServerError
+from ..process import ServerError
+from .celery_worker import CeleryWorker
 
 #: the queue every worker takes besides its host's: dagster-celery's default for an untagged step
 SHARED_QUEUE = "dagster"
@@ -49,7 +50,7 @@ class WorkerError(ServerError):
     """A worker could not be set up (dagster-celery missing, no broker given)."""
 
 
-class DagsterCeleryWorker(ManagedServer):
+class DagsterCeleryWorker(CeleryWorker):
     """The Dagster celery worker of host ``host`` (its queue's name).
 
     Args:
@@ -66,39 +67,24 @@ class DagsterCeleryWorker(ManagedServer):
     """
 
     start_timeout = 90.0
+    app_name = "dagster"
+    shared_queue = SHARED_QUEUE
 
     def __init__(self, host: str, broker_url: str, result_backend: str | None = None, netns: str | None = None,
                  code_paths: list[str | Path] = (), dagster_home: str | Path | None = None,
                  environment: dict[str, str] | None = None, concurrency: int = 1, workdir: Path | None = None):
         if not broker_url:
             raise WorkerError(f"the worker of {host} needs a broker URL (redis://:password@address:port/0)")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        super().__init__(f"dagster-worker-{host}", workdir or run_dir("workers", host, "dagster"), netns=netns)
-        self.host = host
-        self.broker_url = broker_url
-        self.result_backend = result_backend or _database(broker_url, 1)
+        workdir = workdir or run_dir("workers", host, "dagster")
+        super().__init__(f"dagster-worker-{host}", workdir, host, broker_url,
+                         result_backend or _database(broker_url, 1), netns=netns, concurrency=concurrency)
         self.code_paths = [str(Path(p).resolve()) for p in code_paths]
         self.dagster_home = Path(dagster_home) if dagster_home else self.workdir / "dagster_home"
         self.extra_environment = dict(environment or {})
-        self.concurrency = concurrency
-
-    @property
-    def node_name(self) -> str:
-        """Celery's name of this worker (``hostname`` of its tasks' requests)."""
-        return f"dagster@{self.host}"
-
-    @property
-    def queues(self) -> list[str]:
-        return [self.host, SHARED_QUEUE]
 
     @property
     def config_dir(self) -> Path:
         return self.workdir / "config"
-
-    @property
-    def endpoint(self) -> str:
-        return f"queues {','.join(self.queues)}"
 
     def prepare(self) -> None:
         try:
@@ -126,28 +112,6 @@ class DagsterCeleryWorker(ManagedServer):
         paths = [str(self.config_dir), *self.code_paths] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env.update(self.extra_environment, PYTHONPATH=os.pathsep.join(paths), DAGSTER_HOME=str(self.dagster_home))
         return env
-
-    def client(self):
-        """A Celery app on the same broker and backend (for pings and inspection)."""
-        from celery import Celery
-
-        return Celery("asgard-probe", broker=self.broker_url, backend=self.result_backend)
-
-    def is_ready(self) -> bool:
-        try:
-            app = self.client()
-            try:
-                replies = app.control.ping(destination=[self.node_name], timeout=1.0)
-            finally:
-                app.close()
-        except Exception:  # the broker is not up (yet): not ready
-            return False
-        return any(self.node_name in reply for reply in replies)
-
-    def status(self) -> dict:
-        info = super().status()
-        info.update(host=self.host, queues=self.queues, netns=self.netns, node_name=self.node_name)
-        return info
 
 
 def _database(url: str, number: int) -> str:
