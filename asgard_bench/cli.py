@@ -235,7 +235,8 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Output dir (default reports/bench-day/<timestamp>/).")
 @click.option("--engine", type=click.Choice(["dagster", "airflow"]), default="dagster", show_default=True,
               help="dagster: the multiprocess (hosts3: celery) executor, the peer dagster-aws's S3PickleIOManager; "
-                   "airflow: `airflow dags test` runs (loopback, cloud), the peer common-io's XComObjectStorageBackend.")
+                   "airflow: `airflow dags test` runs (on hosts3 --use-executor, the hosts' Airflow workers), the peer "
+                   "common-io's XComObjectStorageBackend.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {settings: {loopback|cloud|hosts3: {variants, noise_pct, store_share_pct, failed_runs}}}.")
 def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, engine, as_json):

@@ -280,8 +280,8 @@ class HostsForDay:
     """The 3 emulated hosts for a day: brought up unless they run (and then down after the day),
     their client environment (the ring's login, the broker, the MinIO) set in this process meanwhile."""
 
-    def __init__(self, say: Callable[[str], None]):
-        self.say, self.started = say, False
+    def __init__(self, say: Callable[[str], None], airflow_dags: Path | None = None):
+        self.say, self.started, self.airflow_dags = say, False, airflow_dags
         self.environment = contextlib.ExitStack()
 
     def up(self) -> str:
@@ -293,12 +293,13 @@ class HostsForDay:
                    and all(w.is_ready() for w in deployment.workers()))
         if not running:
             self.say("[hosts3] asgard hosts up: 3 hosts, the ring, the broker, the MinIO, the workers")
-            deployment = EmulatedDeployment(3, code_paths=[REPO_ROOT], worker_concurrency=1)
+            deployment = EmulatedDeployment(3, code_paths=[REPO_ROOT], worker_concurrency=1,
+                                            airflow_dags=self.airflow_dags)
             self.started = True
             deployment.up()
         self.environment.enter_context(deployment.client_environment_set())
-        return (f"{deployment.count} emulated hosts (network namespaces on one bridge), a ring member and a "
-                f"dagster-celery worker ({deployment.worker_concurrency} step at a time) on each; the ring at "
+        return (f"{deployment.count} emulated hosts (network namespaces on one bridge), a ring member, a "
+                f"dagster-celery and an Airflow celery worker ({deployment.worker_concurrency} at a time) on each; the ring at "
                 "RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge")
 
     def down(self) -> None:

@@ -16,6 +16,10 @@ once never wait on one file's lock. The server's knobs stay at the node's config
 variant (the retune DAG is not part of this day), so best_static and the loop differ from the
 default by the per-edge levers only.
 
+On ``hosts3`` (:class:`AirflowHostsDay`) each run is ``airflow dags test --use-executor`` on the
+deployment's database, its tasks on the hosts' Airflow celery workers, which restart on each
+variant's settings before its day (outside its E2E).
+
 A day's E2E is its first DAG run's start to its last run's end, from the runs' own records (the
 CLI's start-up and DAG parsing are outside it); the cost and Perf/$ as the Dagster day's. The
 store's share of the tasks' time: our backend's pushes (each reference's ``write_s``: encoding and
@@ -25,8 +29,10 @@ output) over the tasks' seconds; not measured for the stock peer.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,7 +56,7 @@ THRESHOLD_BYTES = 64 * 1024
 PEER_CONN_ID = "asgard_bench_day_minio"
 PEER_BUCKET = "asgard"
 PEER_PREFIX = "bench-day-airflow"
-SETTINGS = ("loopback", "cloud")
+SETTINGS = ("loopback", "cloud", "hosts3")
 #: the peer's runs pass DataFrames where ours pass Arrow tables: the ETL's tables param
 PEER_CONF = {"etl_columnar": {"tables": "pandas"}}
 #: the XCom backend's task log line per pull of a stored value (asgard_airflow.xcom._log_read)
@@ -90,9 +96,12 @@ class AirflowDay:
         for slot in range(cfg.concurrent):  # `airflow db migrate` each: about 10 s
             self.homes.put(_home(tmp / f"slot{slot}", 4))
 
-    def environment(self, home: dict, variant: str, client: dict | None) -> dict[str, str]:
-        """A run's environment: its home's, the XCom backend of ``variant``, the levers of ``client``."""
-        env = {**home["env"], **self.store_env}
+    #: flags of `airflow dags test` (on the hosts: --use-executor, the CeleryExecutor)
+    dags_test_flags: tuple[str, ...] = ()
+
+    def variant_env(self, variant: str, client: dict | None) -> dict[str, str]:
+        """The XCom backend of ``variant`` and the levers of ``client``, as Airflow settings."""
+        env = {}
         if variant == "peer":
             user, password = self.s3_keys
             conn = {"conn_type": "aws", "login": user, "password": password,
@@ -104,6 +113,22 @@ class AirflowDay:
         for lever, value in (client or {}).items():  # [asgard] codec, placement, chunk_size_bytes, concurrency
             env[f"AIRFLOW__ASGARD__{lever.upper()}"] = str(value)
         return env
+
+    def environment(self, home: dict, variant: str, client: dict | None) -> dict[str, str]:
+        """A run's environment: its home's, the store's, and :meth:`variant_env`."""
+        return {**home["env"], **self.store_env, **self.variant_env(variant, client)}
+
+    def prepare(self, variant: str, client: dict | None) -> None:
+        """Before a day or a probe of ``variant``: here nothing (each run's process reads its settings)."""
+
+    def restore(self) -> None:
+        """After the day: here nothing."""
+
+    def run_hosts(self, home: dict, dag_id: str, run_id: str) -> list[str]:
+        return ["this host"]
+
+    def pulls_seconds(self, output: str, dag_id: str, run_id: str) -> float:
+        return read_seconds(output)  # `dags test` prints its tasks' logs
 
     def run_one(self, rnd: int, variant: str, app: str, sizes: dict, client: dict | None) -> dict[str, Any]:
         """One DAG run of ``app`` in a free slot's home: a row as the Dagster day's, with its start and end."""
@@ -117,12 +142,14 @@ class AirflowDay:
             if variant == "peer":  # what the stock backend can carry (its serde has no Arrow serializer)
                 conf.update(PEER_CONF.get(app, {}))
             out = subprocess.run([str(Path(sys.executable).with_name("airflow")), "dags", "test", dag_id_for(app),
-                                  "-c", json.dumps(conf)], env=env, capture_output=True, text=True, timeout=1800)
+                                  "-c", json.dumps(conf), *self.dags_test_flags], env=env, capture_output=True,
+                                 text=True, timeout=1800)
             text = out.stdout + out.stderr
             found = re.search(r"DagRun Finished: dag_id=[^,]+, logical_date=[^,]+, run_id=([^,]+),", text)
             run_id = found.group(1) if found else ""
             m = measure(home["db"], dag_id_for(app), run_id) if run_id else {
                 "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "start": None, "end": None}
+            hosts = self.run_hosts(home, dag_id_for(app), run_id) if run_id else []
             if run_id and variant != "peer":  # ephemeral data: drop the run's values (its slot waits, not the day)
                 subprocess.run([sys.executable, "-m", "asgard.cli", "airflow", "purge", "--dag-id", dag_id_for(app),
                                 "--run-id", run_id], env=env, capture_output=True, timeout=300)
@@ -132,7 +159,7 @@ class AirflowDay:
         step_s = sum(s["seconds"] for s in steps)
         # our backend's pushes (their references' write_s) and pulls (the tasks' log lines); the stock one's: not timed
         write_s = sum(w["write_s"] or 0.0 for w in m["writes"]) if variant != "peer" else None
-        read_s = read_seconds(text) if variant != "peer" and run_id else None
+        read_s = self.pulls_seconds(text, dag_id_for(app), run_id) if variant != "peer" and run_id else None
         io_s = write_s + read_s if write_s is not None and read_s is not None else None
         error = "" if out.returncode == 0 and run_id and m["status"] == "success" else text[-500:]
         row = {"round": rnd, "app": app, "backend": PEER_BACKEND if variant == "peer" else "cassandra",
@@ -142,7 +169,7 @@ class AirflowDay:
                "compute_s_total": step_s - io_s if io_s is not None else step_s, "write_s_total": write_s,
                "read_s_total": read_s, "bytes_written": sum(w["bytes"] for w in m["writes"]),
                "store_share_pct": store_share_pct(step_s - io_s, io_s) if io_s is not None else None,
-               "hosts": ["this host"],
+               "hosts": hosts,
                "edges": {f"{w['step']}.{w['output']}": {"codec": w["codec"], "placement": w["placement"] or "ring"}
                          for w in m["writes"] if w["stored"]}}
         return price_row(row, self.prices)
@@ -151,6 +178,7 @@ class AirflowDay:
         """The mix once, ``concurrent`` runs at a time; the day's record as the Dagster day's."""
         from .cost import instance_cost, perf_per_dollar, s3_request_cost, s3_requests
 
+        self.prepare(variant, client)
         before = self.minio.request_counts() if variant == "peer" else {}
         with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-day-airflow") as pool:
             rows = list(pool.map(lambda entry: self.run_one(rnd, variant, entry[0], entry[1], client), self.cfg.mix))
@@ -176,6 +204,7 @@ class AirflowDay:
     def probe(self, client: dict) -> float:
         """One run of the mix's first pipeline with ``client``'s levers: its E2E (inf when it fails)."""
         app, sizes = self.cfg.mix[0]
+        self.prepare("search", client)
         row = self.run_one(-1, "search", app, sizes, client)
         return row["e2e_s"] if row["success"] else float("inf")
 
@@ -190,6 +219,76 @@ class AirflowDay:
                 client.delete_objects(Bucket=PEER_BUCKET, Delete={"Objects": keys})
 
 
+class AirflowHostsDay(AirflowDay):
+    """The day on the 3 emulated hosts (``asgard hosts up``): each run ``airflow dags test
+    --use-executor`` on the deployment's database, its tasks on the hosts' Airflow celery workers,
+    its values in the ring (RF 3) or, for the peer, the MinIO on the hosts' bridge. A task's XCom
+    backend reads its settings in the worker's process, so the workers restart on a variant's
+    settings before its day (outside the day's E2E); the ring's three instances are charged."""
+
+    dags_test_flags = ("--use-executor",)
+
+    def __init__(self, cfg: DayConfig, prices, say: Callable[[str], None]):
+        from asgard.pipelines.hosts import REPLICATION_FACTOR
+        from asgard.resources.paths import REPO_ROOT
+        from asgard.resources.stores.cql import CassandraObjectStore
+        from asgard.resources.workers.deployment import DEFAULT_AIRFLOW_DAGS, RING_KEYSPACE, EmulatedDeployment
+
+        self.cfg, self.network, self.prices, self.say = cfg, "hosts3", prices, say
+        self.hosts = EmulatedDeployment()
+        if Path(self.hosts.airflow_dags) != DEFAULT_AIRFLOW_DAGS.resolve():
+            raise AirflowDayError(f"the hosts' Airflow workers run the DAGs of {self.hosts.airflow_dags}, not the "
+                                  f"apps' ({DEFAULT_AIRFLOW_DAGS}): `asgard hosts down`, then run the day again")
+        odd = [a for a, sizes in cfg.mix if "reducers" in sizes and sizes["reducers"] != 4]
+        if odd:
+            raise AirflowDayError(f"on the hosts word count has the apps' DAG file's 4 reducers; drop reducers= from {odd}")
+        self.minio = self.hosts.object_store()
+        self.minio.ensure_bucket(PEER_BUCKET)
+        self.s3_endpoint, self.s3_keys = self.minio.endpoint, (self.minio.access_key, self.minio.secret_key)
+        self.hourly = prices.instances[prices.storage_kind("cassandra")[1]] * REPLICATION_FACTOR
+        self.store_env = {"AIRFLOW__ASGARD__THRESHOLD_BYTES": str(THRESHOLD_BYTES)}  # the ring's: the deployment's
+        # made once from here: first tasks on three hosts creating them at once race
+        CassandraObjectStore(**self.hosts.ring().client_options(), keyspace=RING_KEYSPACE,
+                             replication_factor=REPLICATION_FACTOR).ensure_schema()
+        self.hosts.airflow_api_server().start()
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")},
+               **self.hosts.airflow_coordinator_environment(), "PYTHONPATH": str(REPO_ROOT)}
+        self.db = self.hosts.state_dir() / "airflow" / "airflow.db"
+        self.homes = queue.Queue()
+        for _ in range(cfg.concurrent):  # one database: every run's coordinator on it
+            self.homes.put({"env": env, "db": self.db})
+        self.worker_env: dict | None = None
+
+    def prepare(self, variant: str, client: dict | None) -> None:
+        overrides = self.variant_env(variant, client)
+        if overrides == self.worker_env:
+            return
+        t0 = time.perf_counter()
+        workers = self.hosts.airflow_workers(overrides)
+        for worker in workers:
+            worker.stop()
+        for worker in workers:
+            worker.start()
+        self.worker_env = overrides
+        self.say(f"[hosts3/airflow] the workers on {variant}'s settings in {time.perf_counter() - t0:.1f}s")
+
+    def restore(self) -> None:
+        """The workers back on the deployment's own settings."""
+        self.prepare("default", None)
+
+    def run_hosts(self, home: dict, dag_id: str, run_id: str) -> list[str]:
+        """The hosts (their addresses: each task instance's ``hostname``) that ran the run's tasks."""
+        with sqlite3.connect(home["db"]) as con:
+            return sorted({h for (h,) in con.execute("SELECT hostname FROM task_instance WHERE dag_id = ? AND "
+                                                      "run_id = ?", (dag_id, run_id)) if h})
+
+    def pulls_seconds(self, output: str, dag_id: str, run_id: str) -> float:
+        """From the task logs on each host's root (a worker's tasks log there, not to the coordinator)."""
+        return sum(read_seconds(log.read_text(errors="replace"))
+                   for host in self.hosts.hosts.hosts
+                   for log in (host.root / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}").rglob("*.log"))
+
+
 def read_seconds(output: str) -> float:
     """The seconds a run's tasks spent reading stored values: our backend's log line per pull
     ("Read ... bytes in X s", at INFO for values of 256 KiB and over) in ``airflow dags test``'s
@@ -200,31 +299,51 @@ def read_seconds(output: str) -> float:
 def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
     """The day's four variants on Airflow in one setting, interleaved; its summary (and every day's record)."""
     if network not in SETTINGS:
-        raise AirflowDayError(f"--engine airflow runs the settings {', '.join(SETTINGS)}; drop {network} "
-                              "(on the hosts, tests/test_celery_hosts.py runs a DAG on Airflow's CeleryExecutor)")
+        raise AirflowDayError(f"--engine airflow runs the settings {', '.join(SETTINGS)}; drop {network}")
+    if network == "hosts3":
+        from asgard.resources.workers.deployment import DEFAULT_AIRFLOW_DAGS
+
+        from .day import HostsForDay
+
+        hosts = HostsForDay(say, airflow_dags=DEFAULT_AIRFLOW_DAGS)
+        try:
+            description = hosts.up()
+            return _run_setting(cfg, network, say, description, lambda tmp: AirflowHostsDay(cfg, prices, say))
+        finally:
+            hosts.down()
     from asgard.resources.network import Deployment
 
     deployment = Deployment(network)
     deployment.up(("cassandra", "s3"))
+    return _run_setting(cfg, network, say, deployment.profile.description,
+                        lambda tmp: AirflowDay(cfg, network, prices, say, tmp))
+
+
+def _run_setting(cfg: DayConfig, network: str, say: Callable[[str], None], description: str,
+                 make_day: Callable[[Path], AirflowDay]) -> dict[str, Any]:
     t_start = time.time()
     days: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="asgard-bench-day-airflow-") as tmp:
-        day = AirflowDay(cfg, network, prices, say, Path(tmp))
-        for app, sizes in dict((a, s) for a, s in cfg.mix).items():  # untimed: the first run's imports and schema
-            say(f"[{network}/airflow] warm-up: {app}")
-            day.run_one(-1, "default", app, sizes, None)
-        say(f"[{network}/airflow] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
-        t_search = time.perf_counter()
-        static_client, trials = search_static(day.probe, cfg.search_probes, say)
-        search_s = time.perf_counter() - t_search
-        say(f"[{network}/airflow] best_static: {static_client}")
-        clients = {"peer": None, "default": None, "best_static": static_client, "loop": dict(LOOP_FIELDS)}
-        for rnd in range(cfg.rounds):
-            for variant in _variant_order(rnd):
-                record = day.run(rnd, variant, clients[variant])
-                days.append(record)
-                say(f"[{network}/airflow] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
-                    + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
+        day = make_day(Path(tmp))
+        try:
+            day.prepare("default", None)
+            for app, sizes in dict((a, s) for a, s in cfg.mix).items():  # untimed: the first run's imports and schema
+                say(f"[{network}/airflow] warm-up: {app}")
+                day.run_one(-1, "default", app, sizes, None)
+            say(f"[{network}/airflow] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
+            t_search = time.perf_counter()
+            static_client, trials = search_static(day.probe, cfg.search_probes, say)
+            search_s = time.perf_counter() - t_search
+            say(f"[{network}/airflow] best_static: {static_client}")
+            clients = {"peer": None, "default": None, "best_static": static_client, "loop": dict(LOOP_FIELDS)}
+            for rnd in range(cfg.rounds):
+                for variant in _variant_order(rnd):
+                    record = day.run(rnd, variant, clients[variant])
+                    days.append(record)
+                    say(f"[{network}/airflow] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
+                        + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
+        finally:
+            day.restore()
     variants = summarize_variants(days)
     variants["peer"]["config"] = {"xcom_backend": STOCK_XCOM, "threshold_bytes": THRESHOLD_BYTES}
     variants["best_static"]["config"] = {"asgard": static_client, "server": "the node's"}
@@ -235,10 +354,11 @@ def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str
     return {"engine": ENGINE, "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
             "store_share_pct": round(share, 1) if share is not None else None,
             "failed_runs": sum(d["failed_runs"] for d in days), "runs": sum(len(d["runs"]) for d in days),
-            "runs_on_several_hosts": 0, "ratios": _ratios(variants),
+            "runs_on_several_hosts": sum(len(r["hosts"]) > 1 for d in days for r in d["runs"]),
+            "ratios": _ratios(variants),
             "store_share_by_app": {app: _median([r["store_share_pct"] for r in default_runs if r["app"] == app])
                                    for app, _ in cfg.mix},
             "search": {"trials": trials, "seconds": round(search_s, 1)}, "decisions": [], "days": days,
             "seconds": round(time.time() - t_start, 1),
-            "network": {"profile": network, "description": deployment.profile.description}}
+            "network": {"profile": network, "description": description}}
 

@@ -17,7 +17,7 @@ import pytest
 from asgard.resources.paths import REPO_ROOT
 from asgard.resources.workers.deployment import EmulatedDeployment
 
-AIRFLOW_DAGS = REPO_ROOT / "tests" / "airflow_dags_hosts"
+AIRFLOW_DAGS = REPO_ROOT / "pipelines" / "airflow_dags"  # the apps' and asgard_hosts_check
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +258,33 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
         if d["backend"] == "cassandra":
             for r in d["runs"]:
                 assert store.list_paths(f"run/{r['run_id']}") == [], r["run_id"]
+
+
+def test_a_day_on_airflow_across_the_hosts_four_ways(deployment, tmp_path):
+    """``asgard bench day --engine airflow --settings hosts3`` in miniature: each run `airflow dags
+    test --use-executor`, its tasks on the hosts' Airflow workers (restarted on each variant's
+    settings), our values in the ring, the peer's (common-io's backend) in the hosts' MinIO."""
+    from asgard_bench.day import DayConfig, parse_mix, run_day, summary_json
+
+    cfg = DayConfig(settings=["hosts3"], rounds=1, concurrent=2, search_probes=1, out=str(tmp_path), engine="airflow",
+                    mix=parse_mix("etl_columnar:scale=0.05;fanout=3,word_count:scale=0.1;fanout=3"))
+    result = run_day(cfg, print)
+    print((tmp_path / "day.txt").read_text())
+    hosts3 = summary_json(result)["settings"]["hosts3"]
+    days = result["settings"]["hosts3"]["days"]
+    assert hosts3["failed_runs"] == 0, days
+    for name, variant in hosts3["variants"].items():
+        assert variant["e2e_s"] > 0 and variant["perf_per_dollar"] > 0, (name, variant)
+    # every run of every variant had its tasks on more than one host, and all three hosts worked
+    assert hosts3["runs"] == 4 * len(cfg.mix) and hosts3["runs_on_several_hosts"] == hosts3["runs"]
+    assert {h for d in days for r in d["runs"] for h in r["hosts"]} == {h.address for h in deployment.hosts.hosts}
+    # ours through the ring (references with a codec per value), the peer's never
+    assert all(r["edges"] for d in days if d["variant"] != "peer" for r in d["runs"])
+    assert all(r["edges"] == {} for d in days if d["variant"] == "peer" for r in d["runs"])
+    assert 0 < hosts3["store_share_pct"] < 100
+    # the workers are back on the deployment's own settings
+    from asgard.resources.workers.deployment import EmulatedDeployment
+
+    for worker in EmulatedDeployment().airflow_workers():
+        assert worker.is_ready()
+        assert "AIRFLOW__ASGARD__CODEC" not in open(f"/proc/{worker.pid()}/environ", "rb").read().decode(errors="replace")

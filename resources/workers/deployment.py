@@ -203,8 +203,10 @@ class EmulatedDeployment:
         return AirflowApiServer(self.hosts.bridge_address, self.airflow_environment(), port=AIRFLOW_API_PORT,
                                 airflow_home=self.state_dir() / "airflow", workdir=self.state_dir() / "airflow-api-server")
 
-    def airflow_workers(self) -> list[AirflowCeleryWorker]:
-        environment = self.airflow_environment()
+    def airflow_workers(self, overrides: dict[str, str] | None = None) -> list[AirflowCeleryWorker]:
+        """Each host's Airflow worker, on the deployment's settings and ``overrides`` (a task's XCom
+        backend reads its settings in the worker's process: a bench changes them by a restart)."""
+        environment = {**self.airflow_environment(), **(overrides or {})}
         return [AirflowCeleryWorker(host.name, host.address, {**environment, **host.environment()},
                                     netns=host.netns, airflow_home=host.root / "airflow",
                                     concurrency=self.worker_concurrency,

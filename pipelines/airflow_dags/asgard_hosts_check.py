@@ -1,4 +1,5 @@
-"""One DAG run's tasks across the emulated hosts on Airflow's CeleryExecutor (tests/test_celery_hosts.py):
+"""Drop this file into the dags folder of a CeleryExecutor whose workers take the queues asgard-h1..h3
+(`asgard hosts up` starts them): one DAG run's tasks across the hosts (tests/test_celery_hosts.py):
 ``produce_<h>`` runs on host ``h`` (its ``queue``), ``transform_<h>`` on the next host, reading what
 ``produce_<h>`` pushed there, and ``gather`` on the shared ``default`` queue reads all three. Every
 value goes through the XCom backend to the ring; every task checks the bytes it read and prints
