@@ -45,7 +45,7 @@ class AirflowBenchError(ValueError):
     """A bench configuration the Airflow engine cannot run."""
 
 
-def _home(tmp: Path, reducers: int) -> dict:
+def make_airflow_home(tmp: Path, reducers: int) -> dict:
     home = tmp / "airflow"
     (home / "dags").mkdir(parents=True, exist_ok=True)
     (home / "dags" / "asgard_bench_apps.py").write_text(DAG_FILE)
@@ -158,7 +158,7 @@ def run_bench_airflow(cfg: BenchConfig, out: Path, on_start: Callable[[int, int,
             server_for(b).start()
     rows, t_start = [], time.time()
     with tempfile.TemporaryDirectory(prefix="asgard-bench-airflow-") as tmp:
-        home = _home(Path(tmp), reducers)
+        home = make_airflow_home(Path(tmp), reducers)
         for i, (rep, _phase, app, backend) in enumerate(plan):
             if on_start:
                 on_start(i, len(plan), f"airflow rep {rep + 1}/{cfg.repetitions} {app} on {backend}")

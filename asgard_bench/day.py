@@ -112,7 +112,7 @@ class DayConfig:
             raise ValueError("rounds, concurrent, max_concurrent and search_probes must be at least 1")
 
 
-def _variant_order(i: int) -> list[str]:
+def variant_order(i: int) -> list[str]:
     return [VARIANTS[(i + j) % len(VARIANTS)] for j in range(len(VARIANTS))]
 
 
@@ -253,7 +253,7 @@ def edge_decisions(instance, run_id: str) -> dict[str, dict]:
     return edges
 
 
-def _median(xs: list[float]) -> float | None:
+def median(xs: list[float]) -> float | None:
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 
@@ -263,16 +263,16 @@ def summarize_variants(days: list[dict]) -> dict[str, dict]:
     variants = {}
     for v in VARIANTS:
         mine = [d for d in days if d["variant"] == v]
-        variants[v] = {"e2e_s": _median([d["e2e_s"] for d in mine]),
-                       "perf_per_dollar": _median([d["perf_per_dollar"] for d in mine]),
+        variants[v] = {"e2e_s": median([d["e2e_s"] for d in mine]),
+                       "perf_per_dollar": median([d["perf_per_dollar"] for d in mine]),
                        "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
-                       "store_share_pct": _median([d["store_share_pct"] for d in mine]),
+                       "store_share_pct": median([d["store_share_pct"] for d in mine]),
                        "failed_runs": sum(d["failed_runs"] for d in mine),
                        "reconfiguration_s": round(sum(d["reconfiguration_s"] for d in mine), 2), "days": len(mine)}
     return variants
 
 
-def _cv_pct(xs: list[float]) -> float | None:
+def cv_pct(xs: list[float]) -> float | None:
     return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
 
 
@@ -391,7 +391,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                 loop = AsgardLoop(instance, jobs, Dataset.load().median_restart_seconds(), lookahead, cfg.model_path)
             loop_config = Configuration()
             for rnd in range(cfg.rounds):
-                for variant in _variant_order(rnd):
+                for variant in variant_order(rnd):
                     reconf_s = 0.0
                     if variant == "peer":
                         backend, client = PEER_BACKEND, None
@@ -437,17 +437,17 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                                   "the ring's (its hosts' agents reconfigure it)" if on_hosts else
                                   "the default (the retune job manages the local node only)"}
     # A/A: the default's day, same configuration every round
-    noise = _cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
+    noise = cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
     default_runs = [r["store_share_pct"] for d in days if d["variant"] == "default" for r in d["runs"]
                     if r["store_share_pct"] is not None]
     return {
         "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
-        "store_share_pct": round(_median(default_runs), 1) if default_runs else None,
+        "store_share_pct": round(median(default_runs), 1) if default_runs else None,
         "failed_runs": sum(d["failed_runs"] for d in days),
         "runs": sum(len(d["runs"]) for d in days),
         "runs_on_several_hosts": sum(len(r["hosts"]) > 1 for d in days for r in d["runs"]),
-        "ratios": _ratios(variants),
-        "store_share_by_app": {app: _median([r["store_share_pct"] for d in days if d["variant"] == "default"
+        "ratios": ratios(variants),
+        "store_share_by_app": {app: median([r["store_share_pct"] for d in days if d["variant"] == "default"
                                              for r in d["runs"] if r["app"] == app]) for app, _ in cfg.mix},
         "search": {"trials": trials, "seconds": round(search_s, 1)},
         "decisions": decisions, "days": days, "seconds": round(time.time() - t_start, 1),
@@ -455,7 +455,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
     }
 
 
-def _ratios(variants: dict) -> dict[str, float | None]:
+def ratios(variants: dict) -> dict[str, float | None]:
     """E2E speed-ups (the other's E2E over this one's) and Perf/$ ratios the issue's targets name."""
     def over(a: str, b: str, key: str) -> float | None:
         x, y = variants[a][key], variants[b][key]

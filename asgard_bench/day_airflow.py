@@ -42,10 +42,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from .apps_airflow import _home, measure
+from .apps_airflow import make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
-from .day import (LOOP_FIELDS, PEER_BACKEND, DayConfig, _cv_pct, _median, _ratios, _variant_order, search_static,
+from .day import (LOOP_FIELDS, PEER_BACKEND, DayConfig, cv_pct, median, ratios, variant_order, search_static,
                   summarize_variants)
 
 ENGINE = "airflow"
@@ -94,7 +94,7 @@ class AirflowDay:
                           "AIRFLOW__ASGARD__PORT": str(cassandra.get("port", 9042))}
         self.homes: queue.Queue = queue.Queue()
         for slot in range(cfg.concurrent):  # `airflow db migrate` each: about 10 s
-            self.homes.put(_home(tmp / f"slot{slot}", 4))
+            self.homes.put(make_airflow_home(tmp / f"slot{slot}", 4))
 
     #: flags of `airflow dags test` (on the hosts: --use-executor, the CeleryExecutor)
     dags_test_flags: tuple[str, ...] = ()
@@ -196,7 +196,7 @@ class AirflowDay:
         return {"round": rnd, "variant": variant, "backend": rows[0]["backend"], "client": client or {},
                 "e2e_s": e2e, "reconfiguration_s": 0.0, "cost_usd": cost, "storage_usd": storage,
                 "perf_per_dollar": perf_per_dollar(e2e, cost), "failed_runs": len(failed), "failures": failed,
-                "store_share_pct": _median([r["store_share_pct"] for r in rows]),
+                "store_share_pct": median([r["store_share_pct"] for r in rows]),
                 "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
                                             "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
                                             "hosts", "edges")} for r in rows]}
@@ -337,7 +337,7 @@ def _run_setting(cfg: DayConfig, network: str, say: Callable[[str], None], descr
             say(f"[{network}/airflow] best_static: {static_client}")
             clients = {"peer": None, "default": None, "best_static": static_client, "loop": dict(LOOP_FIELDS)}
             for rnd in range(cfg.rounds):
-                for variant in _variant_order(rnd):
+                for variant in variant_order(rnd):
                     record = day.run(rnd, variant, clients[variant])
                     days.append(record)
                     say(f"[{network}/airflow] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
@@ -348,15 +348,15 @@ def _run_setting(cfg: DayConfig, network: str, say: Callable[[str], None], descr
     variants["peer"]["config"] = {"xcom_backend": STOCK_XCOM, "threshold_bytes": THRESHOLD_BYTES}
     variants["best_static"]["config"] = {"asgard": static_client, "server": "the node's"}
     variants["loop"]["config"] = {"asgard": dict(LOOP_FIELDS), "server": "the node's (no retune in this day)"}
-    noise = _cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
+    noise = cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
     default_runs = [r for d in days if d["variant"] == "default" for r in d["runs"]]
-    share = _median([r["store_share_pct"] for r in default_runs])
+    share = median([r["store_share_pct"] for r in default_runs])
     return {"engine": ENGINE, "variants": variants, "noise_pct": round(noise, 2) if noise is not None else None,
             "store_share_pct": round(share, 1) if share is not None else None,
             "failed_runs": sum(d["failed_runs"] for d in days), "runs": sum(len(d["runs"]) for d in days),
             "runs_on_several_hosts": sum(len(r["hosts"]) > 1 for d in days for r in d["runs"]),
-            "ratios": _ratios(variants),
-            "store_share_by_app": {app: _median([r["store_share_pct"] for r in default_runs if r["app"] == app])
+            "ratios": ratios(variants),
+            "store_share_by_app": {app: median([r["store_share_pct"] for r in default_runs if r["app"] == app])
                                    for app, _ in cfg.mix},
             "search": {"trials": trials, "seconds": round(search_s, 1)}, "decisions": [], "days": days,
             "seconds": round(time.time() - t_start, 1),
