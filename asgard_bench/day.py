@@ -32,88 +32,20 @@ default by the per-edge levers only; the ring's three instances are charged.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from asgard.pipelines.hosts import HOSTS_NETWORK
 
-SETTINGS = ("loopback", "cloud", "hosts3")
-RUNNABLE_SETTINGS = ("loopback", "cloud")
-VARIANTS = ("peer", "default", "best_static", "loop")
-ENGINES = ("dagster", "airflow")
-PEER_BACKEND = "s3_stock"
-MiB = 1 << 20
-#: the per-edge levers best_static sets once for every edge: the default first, then the alternatives
-STATIC_LEVERS: dict[str, tuple] = {
-    "codec": ("none", "lz4", "zstd"),
-    "placement": ("ring", "producer-local"),
-    "chunk_size_bytes": (0, 1 * MiB, 8 * MiB),  # 16 MiB is over a default node's largest chunk (15 MiB)
-    "concurrency": (8, 4, 16),
-}
-#: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default)
-LOOP_FIELDS = {"codec": "auto", "placement": "auto"}
-DEFAULT_MIX = "etl_columnar:scale=0.5,etl_columnar:scale=0.5,word_count"
-
-
-def parse_mix(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """``app[:key=value[;key=value]]`` entries, comma-separated, each one run of the day."""
-    from asgard.pipelines.jobs import APPS
-
-    mix = []
-    for entry in (e.strip() for e in text.split(",") if e.strip()):
-        app, _, rest = entry.partition(":")
-        if app not in APPS:
-            raise ValueError(f"--mix: unknown app {app!r} in {entry!r}; known: {sorted(APPS)}")
-        sizes: dict[str, Any] = {}
-        for pair in (p for p in rest.split(";") if p):
-            key, eq, value = pair.partition("=")
-            if not eq or key not in ("scale", "fanout", "reducers"):
-                raise ValueError(f"--mix: {pair!r} in {entry!r} is not scale=, fanout= or reducers=<number>")
-            sizes[key] = int(value) if key != "scale" else float(value)
-        mix.append((app, sizes))
-    if not mix:
-        raise ValueError("--mix names no run")
-    return mix
-
-
-@dataclass
-class DayConfig:
-    settings: list[str] = field(default_factory=lambda: list(RUNNABLE_SETTINGS))
-    mix: list[tuple[str, dict]] = field(default_factory=lambda: parse_mix(DEFAULT_MIX))
-    concurrent: int = 2  # runs of the day at once
-    rounds: int = 3  # interleaved rounds (>= 2 for a noise floor)
-    max_concurrent: int = 2  # steps at once within a run
-    search_probes: int = 8  # best_static's probe runs at most, per setting
-    prices: str | None = None
-    out: str | None = None
-    model_path: str | None = None
-    engine: str = "dagster"  # or "airflow": the mix as DAG runs (asgard_bench.day_airflow)
-
-    def check(self) -> None:
-        unknown = [s for s in self.settings if s not in SETTINGS]
-        if unknown:
-            raise ValueError(f"unknown settings {unknown}; choose from {list(SETTINGS)}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; choose from {list(ENGINES)}")
-        if self.engine == "airflow":
-            from .day_airflow import SETTINGS as AIRFLOW_SETTINGS
-
-            other = [s for s in self.settings if s not in AIRFLOW_SETTINGS]
-            if other:
-                raise ValueError(f"--engine airflow runs the settings {list(AIRFLOW_SETTINGS)}; drop {other}")
-        if self.rounds < 1 or self.concurrent < 1 or self.max_concurrent < 1 or self.search_probes < 1:
-            raise ValueError("rounds, concurrent, max_concurrent and search_probes must be at least 1")
-
-
-def variant_order(i: int) -> list[str]:
-    return [VARIANTS[(i + j) % len(VARIANTS)] for j in range(len(VARIANTS))]
+# the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
+from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
+                       STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, median, parse_mix, ratios,
+                       search_static, summarize_variants, variant_order)
 
 
 class Day:
@@ -200,25 +132,6 @@ class Day:
         return search_static(self.probe, self.cfg.search_probes, self.say)
 
 
-def search_static(probe: Callable[[dict], float], probes: int, say: Callable[[str], None]) -> tuple[dict, list[dict]]:
-    """Coordinate search: each lever in turn, every value tried with the others at the best so far,
-    one ``probe`` run each (a value that does not beat the best stays out); ``probes`` runs at most."""
-    best = {k: v[0] for k, v in STATIC_LEVERS.items()}
-    best_e2e = probe(best)
-    trials = [{"client": dict(best), "e2e_s": best_e2e}]
-    for lever, values in STATIC_LEVERS.items():
-        for value in values[1:]:
-            if len(trials) >= probes:
-                return best, trials
-            candidate = {**best, lever: value}
-            e2e = probe(candidate)
-            trials.append({"client": candidate, "e2e_s": e2e})
-            say(f"  search {lever}={value}: {e2e:.1f}s (best {best_e2e:.1f}s)")
-            if e2e < best_e2e:
-                best, best_e2e = candidate, e2e
-    return best, trials
-
-
 def step_workers(instance, run_id: str) -> dict[str, str]:
     """Each step of a run on dagster-celery's executor and the worker that took it (the executor's
     engine event names it: ``Celery worker`` = ``dagster@<host>``)."""
@@ -251,67 +164,6 @@ def edge_decisions(instance, run_id: str) -> dict[str, dict]:
             if reason and not any(r.startswith(f"{lever} {choice}:") for r in edge["reasons"]):
                 edge["reasons"].append(f"{lever} {choice}: {reason}")
     return edges
-
-
-def median(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def summarize_variants(days: list[dict]) -> dict[str, dict]:
-    """Per variant, the medians of its days (E2E, Perf/$, store share), its E2E range and its failures."""
-    variants = {}
-    for v in VARIANTS:
-        mine = [d for d in days if d["variant"] == v]
-        variants[v] = {"e2e_s": median([d["e2e_s"] for d in mine]),
-                       "perf_per_dollar": median([d["perf_per_dollar"] for d in mine]),
-                       "e2e_s_range": [min(d["e2e_s"] for d in mine), max(d["e2e_s"] for d in mine)] if mine else None,
-                       "store_share_pct": median([d["store_share_pct"] for d in mine]),
-                       "failed_runs": sum(d["failed_runs"] for d in mine),
-                       "reconfiguration_s": round(sum(d["reconfiguration_s"] for d in mine), 2), "days": len(mine)}
-    return variants
-
-
-def cv_pct(xs: list[float]) -> float | None:
-    return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
-
-
-class HostsForDay:
-    """The 3 emulated hosts for a day: brought up unless they run (and then down after the day),
-    their client environment (the ring's login, the broker, the MinIO) set in this process meanwhile."""
-
-    def __init__(self, say: Callable[[str], None], airflow_dags: Path | None = None):
-        self.say, self.started, self.airflow_dags = say, False, airflow_dags
-        self.environment = contextlib.ExitStack()
-
-    def up(self) -> str:
-        from asgard.resources.paths import REPO_ROOT
-        from asgard.resources.workers.deployment import EmulatedDeployment
-
-        deployment = EmulatedDeployment()
-        running = (deployment.hosts_up() and deployment.broker().is_ready() and deployment.object_store().is_ready()
-                   and all(w.is_ready() for w in deployment.workers()))
-        if not running:
-            self.say("[hosts3] asgard hosts up: 3 hosts, the ring, the broker, the MinIO, the workers")
-            deployment = EmulatedDeployment(3, code_paths=[REPO_ROOT], worker_concurrency=1,
-                                            airflow_dags=self.airflow_dags)
-            self.started = True
-            deployment.up()
-        self.environment.enter_context(deployment.client_environment_set())
-        return (f"{deployment.count} emulated hosts (network namespaces on one bridge), a ring member, a "
-                f"dagster-celery and an Airflow celery worker ({deployment.worker_concurrency} at a time) on each; the ring at "
-                "RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge")
-
-    def down(self) -> None:
-        import gc
-
-        gc.collect()  # the runs' celery results let go while their broker still answers
-        self.environment.close()
-        if self.started:
-            from asgard.resources.workers.deployment import EmulatedDeployment
-
-            self.say("[hosts3] asgard hosts down")
-            EmulatedDeployment().down()
 
 
 def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
@@ -453,21 +305,6 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
         "decisions": decisions, "days": days, "seconds": round(time.time() - t_start, 1),
         "network": {"profile": network, "description": description},
     }
-
-
-def ratios(variants: dict) -> dict[str, float | None]:
-    """E2E speed-ups (the other's E2E over this one's) and Perf/$ ratios the issue's targets name."""
-    def over(a: str, b: str, key: str) -> float | None:
-        x, y = variants[a][key], variants[b][key]
-        if not x or not y:
-            return None
-        return round((y / x) if key == "e2e_s" else (x / y), 3)
-
-    return {"loop_over_best_static_e2e": over("loop", "best_static", "e2e_s"),
-            "loop_over_peer_e2e": over("loop", "peer", "e2e_s"),
-            "default_over_peer_e2e": over("default", "peer", "e2e_s"),
-            "loop_over_peer_perf_per_dollar": over("loop", "peer", "perf_per_dollar"),
-            "loop_over_default_e2e": over("loop", "default", "e2e_s")}
 
 
 def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> dict[str, Any]:

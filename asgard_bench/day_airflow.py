@@ -45,8 +45,8 @@ from typing import Any, Callable
 from .apps_airflow import make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
-from .day import (LOOP_FIELDS, PEER_BACKEND, DayConfig, cv_pct, median, ratios, variant_order, search_static,
-                  summarize_variants)
+from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, median, ratios, search_static,
+                       summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -302,8 +302,6 @@ def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str
         raise AirflowDayError(f"--engine airflow runs the settings {', '.join(SETTINGS)}; drop {network}")
     if network == "hosts3":
         from asgard.resources.workers.deployment import DEFAULT_AIRFLOW_DAGS
-
-        from .day import HostsForDay
 
         hosts = HostsForDay(say, airflow_dags=DEFAULT_AIRFLOW_DAGS)
         try:
