@@ -41,6 +41,10 @@ for _app in APPS:
 """
 
 
+#: `airflow dags test`'s line when its run ends: the run's id
+DAG_RUN_FINISHED = re.compile(r"DagRun Finished: dag_id=[^,]+, logical_date=[^,]+, run_id=([^,]+),")
+
+
 class AirflowBenchError(ValueError):
     """A bench configuration the Airflow engine cannot run."""
 
@@ -115,7 +119,7 @@ def run_one(home: dict, rep: int, app: str, backend: str, sizes: dict, prices: P
     cpu1 = server.cpu_seconds() if server is not None else 0.0
     puts, gets = s3_requests(requests0, counts()) if counts else (0, 0)
     text = out.stdout + out.stderr
-    found = re.search(r"DagRun Finished: dag_id=[^,]+, logical_date=[^,]+, run_id=([^,]+),", text)
+    found = DAG_RUN_FINISHED.search(text)
     run_id = found.group(1) if found else ""
     error = "" if out.returncode == 0 and found else text[-500:]
     m = measure(home["db"], dag_id_for(app), run_id) if run_id else {

@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from .apps_airflow import make_airflow_home, measure
+from .apps_airflow import DAG_RUN_FINISHED, make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
 from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, median, ratios, search_static,
@@ -74,6 +74,9 @@ def _stamp(text: str) -> float:
 class AirflowDay:
     """One setting's servers and ``concurrent`` Airflow homes, running the mix as a variant would."""
 
+    #: flags of `airflow dags test` (on the hosts: --use-executor, the CeleryExecutor)
+    dags_test_flags: tuple[str, ...] = ()
+
     def __init__(self, cfg: DayConfig, network: str, prices, say: Callable[[str], None], tmp: Path):
         from asgard.resources.minio.server import local_credentials
         from asgard.resources.network import Deployment
@@ -95,9 +98,6 @@ class AirflowDay:
         self.homes: queue.Queue = queue.Queue()
         for slot in range(cfg.concurrent):  # `airflow db migrate` each: about 10 s
             self.homes.put(make_airflow_home(tmp / f"slot{slot}", 4))
-
-    #: flags of `airflow dags test` (on the hosts: --use-executor, the CeleryExecutor)
-    dags_test_flags: tuple[str, ...] = ()
 
     def variant_env(self, variant: str, client: dict | None) -> dict[str, str]:
         """The XCom backend of ``variant`` and the levers of ``client``, as Airflow settings."""
@@ -145,7 +145,7 @@ class AirflowDay:
                                   "-c", json.dumps(conf), *self.dags_test_flags], env=env, capture_output=True,
                                  text=True, timeout=1800)
             text = out.stdout + out.stderr
-            found = re.search(r"DagRun Finished: dag_id=[^,]+, logical_date=[^,]+, run_id=([^,]+),", text)
+            found = DAG_RUN_FINISHED.search(text)
             run_id = found.group(1) if found else ""
             m = measure(home["db"], dag_id_for(app), run_id) if run_id else {
                 "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "start": None, "end": None}
