@@ -45,12 +45,13 @@ from typing import Any, Callable
 from .apps_airflow import DAG_RUN_FINISHED, make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
+from .xcom import PEERS, stock_peer_settings
 from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, median, ratios, search_static,
                        summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
-STOCK_XCOM = "airflow.providers.common.io.xcom.backend.XComObjectStorageBackend"
+STOCK_XCOM = PEERS["object_storage"]
 #: ours and the peer's: values up to this many bytes (as JSON) stay in Airflow's table
 THRESHOLD_BYTES = 64 * 1024
 PEER_CONN_ID = "asgard_bench_day_minio"
@@ -103,13 +104,8 @@ class AirflowDay:
         """The XCom backend of ``variant`` and the levers of ``client``, as Airflow settings."""
         env = {}
         if variant == "peer":
-            user, password = self.s3_keys
-            conn = {"conn_type": "aws", "login": user, "password": password,
-                    "extra": {"endpoint_url": self.s3_endpoint, "region_name": "us-east-1"}}
-            env.update({"AIRFLOW__CORE__XCOM_BACKEND": STOCK_XCOM,
-                        "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_PATH": f"s3://{PEER_CONN_ID}@{PEER_BUCKET}/{PEER_PREFIX}",
-                        "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_THRESHOLD": str(THRESHOLD_BYTES),
-                        f"AIRFLOW_CONN_{PEER_CONN_ID.upper()}": json.dumps(conn)})
+            env.update(stock_peer_settings(self.s3_endpoint, *self.s3_keys, PEER_CONN_ID, f"{PEER_BUCKET}/{PEER_PREFIX}",
+                                           THRESHOLD_BYTES), AIRFLOW__CORE__XCOM_BACKEND=STOCK_XCOM)
         for lever, value in (client or {}).items():  # [asgard] codec, placement, chunk_size_bytes, concurrency
             env[f"AIRFLOW__ASGARD__{lever.upper()}"] = str(value)
         return env

@@ -135,6 +135,16 @@ def make_bench_dag(dag_id: str = DAG_ID):
 
 
 # --- the driver ----------------------------------------------------------------------------------
+def stock_peer_settings(endpoint: str, user: str, password: str, conn_id: str, path: str, threshold: int) -> dict:
+    """common-io's XComObjectStorageBackend settings: values over ``threshold`` bytes under
+    ``s3://<conn_id>@<path>``, the connection an aws one with the S3 endpoint (MinIO here)."""
+    conn = {"conn_type": "aws", "login": user, "password": password,
+            "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+    return {"AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_PATH": f"s3://{conn_id}@{path}",
+            "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_THRESHOLD": str(threshold),
+            f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(conn)}
+
+
 def _environment(home: Path, threshold: int) -> dict:
     from asgard.resources.minio import MinioServer
     from asgard.resources.minio.server import local_credentials
@@ -143,8 +153,6 @@ def _environment(home: Path, threshold: int) -> dict:
     minio.ensure_bucket(BUCKET)
     user, password = local_credentials()
     root = str(Path(__file__).resolve().parent.parent)
-    conn = {"conn_type": "aws", "login": user, "password": password,
-            "extra": {"endpoint_url": minio.endpoint, "region_name": "us-east-1"}}
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")},
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
@@ -153,9 +161,7 @@ def _environment(home: Path, threshold: int) -> dict:
         "AIRFLOW__CORE__XCOM_BACKEND": PEERS["cassandra"],
         "AIRFLOW__ASGARD__KEYSPACE": KEYSPACE, "AIRFLOW__ASGARD__THRESHOLD_BYTES": str(threshold),
         "AIRFLOW__ASGARD__TTL_SECONDS": "3600",
-        "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_PATH": f"s3://{CONN_ID}@{BUCKET}/xcom",
-        "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_THRESHOLD": str(threshold),
-        f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps(conn),
+        **stock_peer_settings(minio.endpoint, user, password, CONN_ID, f"{BUCKET}/xcom", threshold),
         "PYTHONPATH": os.pathsep.join([root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
     }
 
