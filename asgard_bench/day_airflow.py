@@ -256,15 +256,15 @@ class AirflowHostsDay(AirflowDay):
         self.worker_env: dict | None = None
 
     def prepare(self, variant: str, client: dict | None) -> None:
+        from asgard.resources.process import start_all, stop_all
+
         overrides = self.variant_env(variant, client)
         if overrides == self.worker_env:
             return
         t0 = time.perf_counter()
         workers = self.hosts.airflow_workers(overrides)
-        for worker in workers:
-            worker.stop()
-        for worker in workers:
-            worker.start()
+        stop_all(workers)
+        start_all(workers)
         self.worker_env = overrides
         self.say(f"[hosts3/airflow] the workers on {variant}'s settings in {time.perf_counter() - t0:.1f}s")
 

@@ -87,3 +87,35 @@ def test_the_throughput_record_is_shared_between_processes_and_never_read_torn(t
     # 8 MiB in 10-30 ms: every reading, mid-write or not, is a measured figure in that range
     assert final.measured and 260 <= final.write_mb_s <= 810, final
     assert all(not t.measured or 260 <= t.write_mb_s <= 810 for t in seen)
+
+
+def test_on_a_busy_machine_the_codecs_get_a_share_of_a_core_and_the_choice_is_never_heavier():
+    """The trial times each codec alone; with every core busy (real spinning processes), the choice
+    weighs the codecs at the share of a core they get, says so, and never picks a heavier codec
+    (none < lz4 < zstd) than on a core of their own for the same output and store."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import time
+
+    from asgard.resources.stores.codec_choice import CpuShare
+
+    cores = len(os.sched_getaffinity(0))
+    frames = [memoryview(np.random.default_rng(0).integers(0, 4, 2_000_000).astype(np.int64)).cast("B")]
+    weight = {"none": 0, "lz4": 1, "zstd": 2}
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * cores)]
+    try:
+        time.sleep(1.0)
+        for mb_s in (25.0, 100.0, 400.0):  # a cloud link to loopback
+            store = Throughput(mb_s, mb_s, True)
+            busy = choose_codec(frames, readers=2, throughput=store)
+            alone = choose_codec(frames, readers=2, throughput=store, share=CpuShare(1.0, 1.0, cores))
+            assert weight[busy.codec] <= weight[alone.codec], (mb_s, busy, alone)
+            seen = re.search(r"\(([\d.]+) runnable tasks", busy.reason)
+            assert seen and float(seen.group(1)) >= 2 * cores, busy.reason
+            assert f"on {cores} cores" in busy.reason and "codecs at 1.00" not in busy.reason, busy.reason
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()

@@ -9,6 +9,12 @@ own). Until a store has been measured, its throughput is the assumption named be
 
     choice = choose_codec(frames, readers=3, throughput=record.read(store_id))
     choice.codec, choice.reason   # "lz4", "lz4 ratio 3.1 on a 256 KiB sample: 41 ms against 97 ms ..."
+
+The trial runs for a few milliseconds and keeps each codec's fastest repeat, so it sees a codec with
+a core to itself. The store's throughput, observed over real puts and gets, already carries the
+machine's contention; the codec's work is scaled to the same conditions: by the share of a core it
+gets now (:func:`cpu_share`, the cores over the tasks wanting one). On a busy machine, with runs,
+the store and its replicas on the same cores, a heavier codec then loses to a lighter one or none.
 """
 from __future__ import annotations
 
@@ -37,6 +43,46 @@ MARGIN = 0.10
 #: a store's raw-byte MB/s until measured here (assumption: loopback Cassandra, 16 MiB objects,
 #: write 435.8 / read 824.7 MB/s, docs/results/bench-io.txt)
 ASSUMED_WRITE_MB_S, ASSUMED_READ_MB_S = 435.8, 824.7
+
+
+@dataclass(frozen=True)
+class CpuShare:
+    """The share of a core a codec's work gets (at most 1): ``cores`` this process may run on over
+    ``runnable``, the tasks wanting a core (the busier of now and the last minute's average)."""
+
+    share: float
+    runnable: float
+    cores: int
+
+    def describe(self) -> str:
+        return f"codecs at {self.share:.2f} of a core ({self.runnable:.1f} runnable tasks on {self.cores} cores)"
+
+
+def _procs_running() -> int | None:
+    """The tasks running or runnable on this machine now (``procs_running`` in /proc/stat, this one
+    included); None where there is no /proc."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def cpu_share(samples: list[int] | None = None) -> CpuShare:
+    """The share of a core a codec gets here now: the cores over the runnable tasks, taken as the
+    larger of the median of ``samples`` (``procs_running`` read during the trial) and the 1-minute
+    load average, so a lull of a few milliseconds in a busy day does not pass for an idle machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    now = sorted(samples)[len(samples) // 2] if samples else 0
+    try:
+        minute = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        minute = 0.0
+    runnable = max(1.0, float(now), minute)
+    return CpuShare(min(1.0, cores / runnable), runnable, cores)
 
 
 @dataclass(frozen=True)
@@ -84,10 +130,14 @@ def sample_of(frames: list[memoryview]) -> memoryview:
     return memoryview(b"".join(parts))
 
 
-def try_codecs(sample: memoryview, candidates: tuple[str, ...] = CANDIDATES) -> list[CodecTrial]:
-    """Compress and decompress ``sample`` with each codec, timed on this machine."""
+def try_codecs(sample: memoryview, candidates: tuple[str, ...] = CANDIDATES,
+               runnable: list[int] | None = None) -> list[CodecTrial]:
+    """Compress and decompress ``sample`` with each codec, timed on this machine; ``runnable``, if
+    given, gets the machine's runnable tasks read before each codec's trial."""
     trials = []
     for name in candidates:
+        if runnable is not None and (now := _procs_running()) is not None:
+            runnable.append(now)
         codec = get_codec(name)
         codec.decompress(codec.compress(b"warm"), 4)  # the library imported and ready: not timed
         packing, unpacking = [], []
@@ -115,18 +165,29 @@ def expected_seconds(size: int, readers: int, throughput: Throughput, trial: Cod
             + readers * (stored / throughput.read_mb_s + mb / trial.decompress_mb_s))
 
 
-def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput) -> CodecChoice:
-    """The codec that makes the output cheapest here, "none" unless one saves over ``MARGIN``."""
+def under_load(trial: CodecTrial, share: float) -> CodecTrial:
+    """``trial``'s speeds as a codec gets them with ``share`` of a core."""
+    return CodecTrial(trial.codec, trial.ratio, trial.compress_mb_s * share, trial.decompress_mb_s * share)
+
+
+def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
+                 share: CpuShare | None = None) -> CodecChoice:
+    """The codec that makes the output cheapest here, "none" unless one saves over ``MARGIN``; the
+    codecs' work at ``share`` of a core (measured around the trial when not given)."""
     size = sum(f.nbytes for f in frames)
     if size < AUTO_MIN_BYTES:
         return CodecChoice("none", f"{size} bytes, under {AUTO_MIN_BYTES // MiB} MiB: stored as is", {})
-    trials = try_codecs(sample_of(frames))
+    runnable: list[int] = []
+    trials = try_codecs(sample_of(frames), runnable=runnable)
+    share = share or cpu_share(runnable)
+    trials = [under_load(t, share.share) for t in trials]
     readers = max(1, readers)
     costs = {"none": expected_seconds(size, readers, throughput, None)}
     costs.update({t.codec: expected_seconds(size, readers, throughput, t) for t in trials})
     best = min(trials, key=lambda t: costs[t.codec])
     source = "measured here" if throughput.measured else "assumed, not yet measured here"
-    store = f"store {throughput.write_mb_s:.0f}/{throughput.read_mb_s:.0f} MB/s write/read ({source})"
+    store = (f"store {throughput.write_mb_s:.0f}/{throughput.read_mb_s:.0f} MB/s write/read ({source}), "
+             f"{share.describe()}")
     if costs[best.codec] < (1 - MARGIN) * costs["none"]:
         return CodecChoice(best.codec, f"{best.codec} ratio {best.ratio:.2f} on a {sample_of(frames).nbytes // 1024} "
                            f"KiB sample: {costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms "

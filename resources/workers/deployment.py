@@ -32,7 +32,7 @@ import shutil
 from pathlib import Path
 
 from ..paths import run_dir, write_private
-from ..process import ServerError
+from ..process import ServerError, start_all, stop_all
 from .airflow_worker import AirflowApiServer, AirflowCeleryWorker
 from .dagster_worker import DagsterCeleryWorker
 
@@ -295,14 +295,11 @@ class EmulatedDeployment:
             raise DeploymentError(f"the {self.count} emulated hosts are not up: `asgard hosts up` first")
         if not self.broker().is_ready():
             raise DeploymentError(f"the broker {self.broker().endpoint} does not answer: `asgard hosts up` first")
-        seconds = {}
-        for worker in self.workers():
-            seconds[worker.name] = worker.start()
+        seconds = start_all(self.workers())
         # Airflow's: the API server its tasks report to, then a worker per host
         api = self.airflow_api_server()
         seconds[api.name] = api.start()
-        for worker in self.airflow_workers():
-            seconds[worker.name] = worker.start()
+        seconds.update(start_all(self.airflow_workers()))
         getattr(self, "seconds", {}).update(seconds)
         return seconds
 
@@ -310,8 +307,7 @@ class EmulatedDeployment:
         return [*self.workers(), *self.airflow_workers(), self.airflow_api_server()]
 
     def workers_down(self) -> None:
-        for worker in self._all_workers():
-            worker.stop()
+        stop_all(self._all_workers())
 
     def down(self) -> None:
         """Workers, ring, broker and hosts stopped and removed, with the ring's and the MinIO's data
