@@ -80,12 +80,11 @@ def readers_on_this_host(task: Any) -> tuple[bool | None, str]:
     return True, f"the CeleryExecutor routes {task.task_id} and its {len(readers)} reader(s) to queue '{mine}', one host's"
 
 
-def placement_for(setting: str, dag_id: str | None, task_id: str | None) -> PlacementChoice | None:
-    """The placement of the value task ``task_id`` pushes: None leaves it to the store's
-    ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here."""
+def placement_for(setting: str, task: Any | None) -> PlacementChoice | None:
+    """The placement of the value ``task`` (the running task, :func:`running_task`) pushes: None
+    leaves it to the store's ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here."""
     if setting != AUTO_PLACEMENT:
         return None
-    task = running_task(dag_id, task_id)
     if task is None:
         return choose_placement(AUTO_PLACEMENT, None, "no task around it")
     same, why = readers_on_this_host(task)

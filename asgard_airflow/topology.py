@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from asgard.tuner.topology import DEFAULT_DYNAMIC_DEGREE, Dep, JobTopology, classify
 
-from .xcom import is_reference
+from .reference import is_reference
 
 RETURN = "return_value"
 
@@ -183,3 +183,26 @@ def analyze_with_history(dag, history: dict | None = None) -> JobTopology:
     history = db_history(dag.dag_id) if history is None else history
     degrees, sizes = history_from_rows(history.get("rows") or [])
     return analyze_dag(dag, degrees or None, sizes)
+
+
+_analyses: dict[int, tuple[Any, JobTopology]] = {}
+
+
+def readers_of(task: Any, key: str) -> int:
+    """How many times each object ``task`` pushes under ``key`` will be read, from its DAG's
+    topology (reads over writes of that edge: an element of a scattered list once, a value
+    ``.partial()``-ed into a mapped task once per instance); 1 where it is not known."""
+    dag = getattr(task, "dag", None)
+    if dag is None:
+        return 1
+    found = _analyses.get(id(dag))
+    if found is None or found[0] is not dag:  # an id is reused once its DAG is gone
+        try:
+            found = _analyses[id(dag)] = (dag, analyze_dag(dag))
+        except Exception:  # a DAG shape the analyzer does not know: weigh one read
+            return 1
+    for stage in found[1].stages:
+        if stage.producer == task.task_id and stage.output == key and stage.writes:
+            return max(1, round(stage.reads / stage.writes))
+    return 1
+

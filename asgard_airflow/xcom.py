@@ -65,17 +65,16 @@ from .errors import (
     XComBackendConfigError, XComStoreUnavailableError, XComValueCorruptError, XComValueMissingError,
     XComValueTamperedError, XComValueTooLargeError, describe,
 )
-from .placement import placement_for
+from .placement import placement_for, running_task
+from .reference import REFERENCE_MARKER, REFERENCE_VERSION, is_reference
 from .rendered import record_pull, record_push
 from .settings import Settings, configured_store, read_settings
+from .topology import readers_of
 
 log = logging.getLogger(__name__)
 
 #: the runs whose marker this process wrote (once each)
 _marked_runs: set = set()
-#: the key that marks an Airflow xcom row's value as a reference to a stored object
-REFERENCE_MARKER = "__asgard_xcom__"
-REFERENCE_VERSION = 1
 #: the scope of the per-run markers (``<dag_id>/<run_id>``): outside ``airflow/`` so that no
 #: prefix-based purge of a run can reach it
 RUNS_SCOPE = "airflow-runs"
@@ -104,9 +103,6 @@ def run_marker_key(dag_id: str, run_id: str) -> ObjectKey:
 
 
 # --- values and references ---------------------------------------------------------------------
-def is_reference(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(REFERENCE_MARKER) is not None
-
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
@@ -282,10 +278,13 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     for okey, piece in zip(keys, pieces):  # the size guard, before anything (the run's marker too) is written
         if piece.size > store.max_object_bytes:
             raise XComValueTooLargeError(where, store.uri(okey), piece.size, store.max_object_bytes)
-    placement = placement_for(store.placement, where["dag_id"], where["task_id"])  # auto: its readers, the executor
+    task = running_task(where["dag_id"], where["task_id"])
+    placement = placement_for(store.placement, task)  # auto: its readers, the executor
+    readers = readers_of(task, where["key"])  # what a per-value codec choice weighs
     try:
         _mark_run(store, where["dag_id"], where["run_id"])
-        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i], placement=placement),
+        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i], readers=readers,
+                                                                  placement=placement),
                                    range(len(keys)), min(settings.object_concurrency, len(keys))))
     except StoreUnavailableError as exc:
         raise XComStoreUnavailableError(where, exc, writing=True) from exc

@@ -131,16 +131,21 @@ def input_chunk_reads(context: InputContext) -> str | None:
 
 
 def readers_of(context: OutputContext) -> int:
-    """How many steps read this output, from the job's topology (1 where it is not known: an asset's)."""
-    from .topology import analyze_job
+    """How many steps read this output, from the job's topology (1 where it is not known: an
+    asset's); a dynamic fan-out has the degree of the job's last successful run, if any."""
+    from .topology import analyze_job, history
 
     try:
-        job = context.step_context.job_def
+        job, instance = context.step_context.job_def, context.step_context.instance
     except Exception:  # an OutputContext built by hand (build_output_context): no job around it
         return 1
     found = _topologies.get(id(job))
     if found is None or found[0] is not job:  # an id is reused once its job is gone
-        found = _topologies[id(job)] = (job, analyze_job(job))
+        try:
+            degrees = history(instance, job.name)[0]
+        except Exception:  # an instance whose run storage cannot answer: the analyzer's degree
+            degrees = {}
+        found = _topologies[id(job)] = (job, analyze_job(job, degrees or None))
     topology = found[1]
     node = context.step_key.split("[", 1)[0]
     for stage in topology.stages:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from dagster import Out, job, multiprocess_executor, op
+from dagster import DynamicOut, DynamicOutput, Out, Output, job, multiprocess_executor, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
 
@@ -64,3 +64,28 @@ def misnamed_codec() -> np.ndarray:
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"))})
 def misnamed_codec_job():
     mean(misnamed_codec())
+
+
+@op(out={"parts": DynamicOut(), "lookup": Out()})
+def scatter(context):
+    for i in range(3):  # a fan-out of 3: the analyzer assumes 8 until a run has shown it
+        yield DynamicOutput(i, mapping_key=str(i), output_name="parts")
+    yield Output(np.random.default_rng(6).integers(0, 4, ROWS).astype(np.int64), "lookup")
+
+
+@op
+def lookup_part(part: int, lookup: np.ndarray) -> int:
+    return int(lookup[part])
+
+
+@op
+def total(values: list) -> int:
+    return sum(values)
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
+                                                   codec="auto")},
+     executor_def=multiprocess_executor)
+def broadcast_to_mapped_job():
+    parts, lookup = scatter()
+    total(parts.map(lambda p: lookup_part(p, lookup)).collect())

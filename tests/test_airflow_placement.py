@@ -82,4 +82,47 @@ def test_on_celery_only_a_reader_on_the_producers_own_queue_shares_its_host(monk
     assert readers_on_this_host(alone) == (False, "the CeleryExecutor routes alone to queue 'asgard-h1' but far to "
                                                   "'asgard-h3'")
     assert readers_on_this_host(apart) == (None, "no task downstream of it")
-    assert placement_for("ring", "asgard_placement_queues", "produce") is None  # the store's own setting
+    assert placement_for("ring", produce) is None  # the store's own setting
+
+
+@pytest.mark.fast  # no server: definitions only
+def test_a_values_reads_come_from_its_dags_topology():
+    """What a per-value codec choice weighs (``asgard_airflow.topology.readers_of``): an element of a
+    scattered list is read once, a value ``.partial()``-ed into a mapped task once per instance (the
+    analyzer's degree for a list not yet pushed), a value two tasks take twice."""
+    import pendulum
+    from airflow.sdk import DAG, task
+
+    from asgard.tuner.topology import DEFAULT_DYNAMIC_DEGREE
+    from asgard_airflow.topology import readers_of
+
+    with DAG("asgard_readers", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        @task(multiple_outputs=False)
+        def split():
+            return [1, 2, 3]
+
+        @task
+        def table():
+            return {"a": 1}
+
+        @task
+        def work(part, lookup):
+            return part
+
+        @task
+        def report(lookup):
+            return lookup
+
+        @task
+        def audit(lookup):
+            return lookup
+
+        looked = table()
+        work.partial(lookup=looked).expand(part=split())
+        report(looked)
+        audit(looked)
+    tasks = dag.task_dict
+    assert readers_of(tasks["split"], "return_value") == 1
+    assert readers_of(tasks["table"], "return_value") == DEFAULT_DYNAMIC_DEGREE + 2
+    assert readers_of(tasks["audit"], "return_value") == 1  # nothing downstream: the one read a check makes
+    assert readers_of(object(), "return_value") == 1  # no DAG around it

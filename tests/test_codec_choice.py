@@ -10,12 +10,13 @@ from dagster import execute_job, reconstructable
 
 from asgard.resources.stores.codec_choice import Throughput, ThroughputRecord, choose_codec
 
-from .codec_jobs import ROWS, codec_per_output_job, misnamed_codec_job
+from .codec_jobs import ROWS, broadcast_to_mapped_job, codec_per_output_job, misnamed_codec_job
 
 
-def _stored(result, step: str) -> dict:
-    """The metadata the IO manager gave ``step``'s output (its HANDLED_OUTPUT event)."""
-    [event] = [e for e in result.all_events if e.event_type_value == "HANDLED_OUTPUT" and e.step_key == step]
+def _stored(result, step: str, output: str = "result") -> dict:
+    """The metadata the IO manager gave ``step``'s ``output`` (its HANDLED_OUTPUT event)."""
+    [event] = [e for e in result.all_events if e.event_type_value == "HANDLED_OUTPUT" and e.step_key == step
+               and e.event_specific_data.output_name == output]
     return {k: getattr(v, "value", v) for k, v in event.event_specific_data.metadata.items()}
 
 
@@ -39,6 +40,23 @@ def test_each_output_gets_the_codec_that_pays_for_it(cassandra_node, dagster_ins
     # the steps' puts and gets were measured for the next choices, in a file every step process shares
     assert ThroughputRecord(tmp_path / "cache" / "throughput.json").read(
         "cassandra://127.0.0.1:9042/asgard_test.objects").measured
+
+
+def test_a_broadcast_to_a_mapped_op_is_weighed_by_the_fan_out_its_last_run_had(cassandra_node, dagster_instance,
+                                                                               tmp_path, monkeypatch):
+    """A value every instance of a mapped op reads: the first run weighs the analyzer's degree for
+    a fan-out it has not seen (8 reads), the next one the 3 its last successful run had."""
+    from asgard.tuner.topology import DEFAULT_DYNAMIC_DEGREE
+
+    monkeypatch.setenv("ASGARD_HOME", str(tmp_path))
+    reasons = []
+    for _ in range(2):
+        with execute_job(reconstructable(broadcast_to_mapped_job), instance=dagster_instance) as result:
+            assert result.success and result.output_for_node("total") == sum(
+                int(v) for v in np.random.default_rng(6).integers(0, 4, ROWS).astype(np.int64)[:3])
+            reasons.append(_stored(result, "scatter", "lookup")["codec_reason"])
+    assert f"{DEFAULT_DYNAMIC_DEGREE} read(s)" in reasons[0], reasons
+    assert "3 read(s)" in reasons[1], reasons
 
 
 def test_a_codec_that_does_not_exist_fails_the_step_before_anything_is_written(cassandra_node, cassandra_store):

@@ -13,8 +13,10 @@ own). Until a store has been measured, its throughput is the assumption named be
 The trial runs for a few milliseconds and keeps each codec's fastest repeat, so it sees a codec with
 a core to itself. The store's throughput, observed over real puts and gets, already carries the
 machine's contention; the codec's work is scaled to the same conditions: by the share of a core it
-gets now (:func:`cpu_share`, the cores over the tasks wanting one). On a busy machine, with runs,
-the store and its replicas on the same cores, a heavier codec then loses to a lighter one or none.
+gets now (:func:`cpu_share`, the cores over the tasks wanting one, read around the trial). On a busy
+machine, with runs, the store and its replicas on the same cores, a heavier codec then loses to a
+lighter one or none. A store not yet measured here is assumed as fast as on an idle machine, so
+it is scaled alike: until a put is seen, the load does not tip the choice.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ ASSUMED_WRITE_MB_S, ASSUMED_READ_MB_S = 435.8, 824.7
 @dataclass(frozen=True)
 class CpuShare:
     """The share of a core a codec's work gets (at most 1): ``cores`` this process may run on over
-    ``runnable``, the tasks wanting a core (the busier of now and the last minute's average)."""
+    ``runnable``, the tasks wanting a core while it was tried."""
 
     share: float
     runnable: float
@@ -72,16 +74,19 @@ def _procs_running() -> int | None:
 
 
 def cpu_share(samples: list[int] | None = None) -> CpuShare:
-    """The share of a core a codec gets here now: the cores over the runnable tasks, taken as the
-    larger of the median of ``samples`` (``procs_running`` read during the trial) and the 1-minute
-    load average, so a lull of a few milliseconds in a busy day does not pass for an idle machine."""
+    """The share of a core a codec gets here now: the cores over the runnable tasks, the median of
+    ``samples`` (``procs_running`` read around the trial's repeats). Not the load average: it
+    trails by a minute, and a step's choice is about the next second. Without samples (no /proc),
+    the 1-minute load average is the figure there is."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    now = sorted(samples)[len(samples) // 2] if samples else 0
-    try:
-        minute = os.getloadavg()[0]
-    except OSError:  # no load average on this platform
-        minute = 0.0
-    runnable = max(1.0, float(now), minute)
+    if samples:
+        runnable = float(sorted(samples)[len(samples) // 2])
+    else:
+        try:
+            runnable = os.getloadavg()[0]
+        except OSError:  # no load average on this platform either: as if idle
+            runnable = 1.0
+    runnable = max(1.0, runnable)
     return CpuShare(min(1.0, cores / runnable), runnable, cores)
 
 
@@ -136,12 +141,12 @@ def try_codecs(sample: memoryview, candidates: tuple[str, ...] = CANDIDATES,
     given, gets the machine's runnable tasks read before each codec's trial."""
     trials = []
     for name in candidates:
-        if runnable is not None and (now := _procs_running()) is not None:
-            runnable.append(now)
         codec = get_codec(name)
         codec.decompress(codec.compress(b"warm"), 4)  # the library imported and ready: not timed
         packing, unpacking = [], []
         for _ in range(TRIAL_REPEATS):  # the fastest of a few: a busy machine's pauses are not the codec's
+            if runnable is not None and (now := _procs_running()) is not None:
+                runnable.append(now)  # this process included: the codec competes for a core with the rest
             t0 = time.perf_counter()
             packed = codec.compress(sample)
             t1 = time.perf_counter()
@@ -181,6 +186,8 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
     trials = try_codecs(sample_of(frames), runnable=runnable)
     share = share or cpu_share(runnable)
     trials = [under_load(t, share.share) for t in trials]
+    if not throughput.measured:  # assumed from an idle machine: as loaded as the codecs now
+        throughput = Throughput(throughput.write_mb_s * share.share, throughput.read_mb_s * share.share, False)
     readers = max(1, readers)
     costs = {"none": expected_seconds(size, readers, throughput, None)}
     costs.update({t.codec: expected_seconds(size, readers, throughput, t) for t in trials})
