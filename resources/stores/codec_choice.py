@@ -138,7 +138,7 @@ def sample_of(frames: list[memoryview]) -> memoryview:
 def try_codecs(sample: memoryview, candidates: tuple[str, ...] = CANDIDATES,
                runnable: list[int] | None = None) -> list[CodecTrial]:
     """Compress and decompress ``sample`` with each codec, timed on this machine; ``runnable``, if
-    given, gets the machine's runnable tasks read before each codec's trial."""
+    given, gets the machine's runnable tasks, read before each repeat."""
     trials = []
     for name in candidates:
         codec = get_codec(name)
