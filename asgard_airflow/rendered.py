@@ -51,9 +51,9 @@ def _show(task: Any, row: str) -> None:
     setattr(task, FIELD, text)
 
 
-def record_push(where: dict, ref: dict, codec_setting: str, codec_reasons: list[str]) -> None:
-    """The pushing task's row for the value ``ref`` stands for: its codec and placement, and why."""
-    task = running_task(where["dag_id"], where["task_id"])
+def record_push(task: Any | None, where: dict, ref: dict, codec_setting: str, codec_reasons: list[str]) -> None:
+    """The pushing ``task``'s row (the running task, :func:`running_task`) for the value ``ref``
+    stands for: its codec and placement, and why."""
     if task is None:
         return
     readers = sorted(getattr(t, "task_id", "?") for t in (getattr(task, "downstream_list", None) or []))

@@ -201,8 +201,5 @@ def readers_of(task: Any, key: str) -> int:
             found = _analyses[id(dag)] = (dag, analyze_dag(dag))
         except Exception:  # a DAG shape the analyzer does not know: weigh one read
             return 1
-    for stage in found[1].stages:
-        if stage.producer == task.task_id and stage.output == key and stage.writes:
-            return max(1, round(stage.reads / stage.writes))
-    return 1
+    return found[1].reads_per_object(task.task_id, key)
 

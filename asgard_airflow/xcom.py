@@ -310,7 +310,7 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     else:
         ref.update(checksum=f"crc32:{manifests[0].checksum}", version=manifests[0].version)
     # the pushing task's Rendered Template names what was decided for this value, and why
-    record_push(where, ref, settings.option("codec"), [r.codec_reason for r in results if r.codec_reason])
+    record_push(task, where, ref, settings.option("codec"), [r.codec_reason for r in results if r.codec_reason])
     ref["write_s"] = round(time.perf_counter() - t0, 4)  # encoding and writing: the store's share of the task
     return ref
 

@@ -146,12 +146,7 @@ def readers_of(context: OutputContext) -> int:
         except Exception:  # an instance whose run storage cannot answer: the analyzer's degree
             degrees = {}
         found = _topologies[id(job)] = (job, analyze_job(job, degrees or None))
-    topology = found[1]
-    node = context.step_key.split("[", 1)[0]
-    for stage in topology.stages:
-        if stage.producer == node and stage.output in (context.name, "*") and stage.writes:
-            return max(1, round(stage.reads / stage.writes))
-    return 1
+    return found[1].reads_per_object(context.step_key.split("[", 1)[0], context.name)
 
 
 _topologies: dict[int, Any] = {}

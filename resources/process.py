@@ -289,25 +289,25 @@ class ManagedServer(abc.ABC):
         return process_cpu_seconds(pid)
 
 
-def start_all(servers: list[ManagedServer]) -> dict[str, float]:
-    """Start ``servers`` at once, each waited for as :meth:`ManagedServer.start` does; the seconds
-    each took, by name. Workers spend their start importing their orchestrator, which overlaps."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    if not servers:
-        return {}
-    with ThreadPoolExecutor(len(servers), thread_name_prefix="asgard-start") as pool:
-        return dict(zip((s.name for s in servers), pool.map(lambda s: s.start(), servers)))
-
-
-def stop_all(servers: list[ManagedServer]) -> list[bool]:
-    """Stop ``servers`` at once (each as :meth:`ManagedServer.stop`); whether each was running."""
+def _at_once(servers: list[ManagedServer], action) -> list:
+    """``action(server)`` for every server in threads of its own; the results in order."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not servers:
         return []
-    with ThreadPoolExecutor(len(servers), thread_name_prefix="asgard-stop") as pool:
-        return list(pool.map(lambda s: s.stop(), servers))
+    with ThreadPoolExecutor(len(servers), thread_name_prefix="asgard-servers") as pool:
+        return list(pool.map(action, servers))
+
+
+def start_all(servers: list[ManagedServer]) -> dict[str, float]:
+    """Start ``servers`` at once, each waited for as :meth:`ManagedServer.start` does; the seconds
+    each took, by name. Workers spend their start importing their orchestrator, which overlaps."""
+    return dict(zip((s.name for s in servers), _at_once(servers, lambda s: s.start())))
+
+
+def stop_all(servers: list[ManagedServer]) -> list[bool]:
+    """Stop ``servers`` at once (each as :meth:`ManagedServer.stop`); whether each was running."""
+    return _at_once(servers, lambda s: s.stop())
 
 
 def _gone(proc: psutil.Process, timeout: float) -> bool:

@@ -128,7 +128,7 @@ def test_on_a_busy_machine_the_codecs_get_a_share_of_a_core_and_the_choice_is_ne
         for mb_s in (25.0, 100.0, 400.0):  # a cloud link to loopback
             store = Throughput(mb_s, mb_s, True)
             busy = choose_codec(frames, readers=2, throughput=store)
-            alone = choose_codec(frames, readers=2, throughput=store, share=CpuShare(1.0, 1.0, cores))
+            alone = choose_codec(frames, readers=2, throughput=store, share=CpuShare(1.0, cores))
             assert weight[busy.codec] <= weight[alone.codec], (mb_s, busy, alone)
             seen = re.search(r"\(([\d.]+) runnable tasks", busy.reason)
             assert seen and float(seen.group(1)) >= 2 * cores, busy.reason

@@ -62,6 +62,14 @@ class JobTopology:
         total = self.writes + self.reads
         return self.reads / total if total else 0.0
 
+    def reads_per_object(self, producer: str, output: str) -> int:
+        """How many times each object ``producer`` writes as ``output`` is read (an output of
+        ``*``: every output of the producer's); 1 where no stage says."""
+        for stage in self.stages:
+            if stage.producer == producer and stage.output in (output, "*") and stage.writes:
+                return max(1, round(stage.reads / stage.writes))
+        return 1
+
     def dominant(self) -> Stage:
         """The stage that moves the most bytes (ties: the widest fan-out); :class:`NoDataFlowError`
         for a job whose steps pass nothing to each other (nothing of it reaches the store)."""

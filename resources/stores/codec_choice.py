@@ -52,9 +52,12 @@ class CpuShare:
     """The share of a core a codec's work gets (at most 1): ``cores`` this process may run on over
     ``runnable``, the tasks wanting a core while it was tried."""
 
-    share: float
     runnable: float
     cores: int
+
+    @property
+    def share(self) -> float:
+        return min(1.0, self.cores / max(1.0, self.runnable))
 
     def describe(self) -> str:
         return f"codecs at {self.share:.2f} of a core ({self.runnable:.1f} runnable tasks on {self.cores} cores)"
@@ -86,8 +89,7 @@ def cpu_share(samples: list[int] | None = None) -> CpuShare:
             runnable = os.getloadavg()[0]
         except OSError:  # no load average on this platform either: as if idle
             runnable = 1.0
-    runnable = max(1.0, runnable)
-    return CpuShare(min(1.0, cores / runnable), runnable, cores)
+    return CpuShare(max(1.0, runnable), cores)
 
 
 @dataclass(frozen=True)
