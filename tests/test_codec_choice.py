@@ -137,3 +137,45 @@ def test_on_a_busy_machine_the_codecs_get_a_share_of_a_core_and_the_choice_is_ne
         for hog in hogs:
             hog.kill()
             hog.wait()
+
+
+def test_a_codec_whose_puts_take_longer_than_its_model_stops_winning(cassandra_node, tmp_path, monkeypatch):
+    """Real puts with codec auto on the local node: each compressed put is checked against the
+    model's compression and write, the record keeps the ratio by codec, and the next choices weigh
+    it and say so. A codec recorded as writing 8x its model here loses a choice it won without the
+    record."""
+    import asgard.resources.stores.codec_choice as codec_choice
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.codec_choice import WRITE_FACTOR_BOUNDS, CpuShare
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    from .conftest import TEST_KEYSPACE
+
+    monkeypatch.setenv("ASGARD_HOME", str(tmp_path))
+    monkeypatch.setattr(codec_choice, "_record", None)  # this test's own record file
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE, codec="auto")
+    columns = np.random.default_rng(7).integers(0, 4, 2_000_000).astype(np.int64)
+    try:
+        results = [store.put_serialized(ObjectKey.for_run("codec-factor", "step", f"out{i}"),
+                                        store.serialize(columns), readers=3) for i in range(3)]
+        first = results[0].manifest.codec
+        assert first in ("lz4", "zstd"), results[0].codec_reason  # 2-bit values read 3 times, no record yet
+        record = ThroughputRecord(tmp_path / "cache" / "throughput.json").read(store.identity())
+        low, high = WRITE_FACTOR_BOUNDS
+        compressed = {r.manifest.codec for r in results} - {"none"}
+        assert set(record.write_factors) == compressed, record
+        assert all(low <= f <= high for f in record.write_factors.values()), record
+        assert f"{first} puts " in results[1].codec_reason and "x the model here" in results[1].codec_reason
+        for r in results:  # whatever each was stored with, it comes back whole
+            assert np.array_equal(store.get(r.key)[0], columns)
+    finally:
+        store.purge_scope("run/codec-factor")
+    frames = [memoryview(columns).cast("B")]
+    alone, slow = CpuShare(1.0, 1), Throughput(50.0, 50.0, True)
+    chosen = choose_codec(frames, readers=2, throughput=slow, share=alone)
+    assert chosen.codec in ("lz4", "zstd") and chosen.model_write_seconds > 0, chosen
+    # the same store, where puts with that codec took 8x the model: a lighter choice, said so
+    penalised = choose_codec(frames, readers=2, share=alone,
+                             throughput=Throughput(50.0, 50.0, True, {chosen.codec: high}))
+    assert penalised.codec != chosen.codec, penalised
+    assert f"{chosen.codec} puts {high:.2f}x the model here" in penalised.reason, penalised.reason

@@ -30,7 +30,7 @@ from .errors import (
     StoreConfigError,
 )
 from .manifest import Manifest, ObjectKey, crc32
-from .codec_choice import choose_codec, throughput_record
+from .codec_choice import CodecChoice, choose_codec, throughput_record
 from .local_copy import PRODUCER_LOCAL, RING, LocalCopies, PlacementChoice, check_placement, placement_of_put
 from .results import GetResult, PutResult, Serialized  # what a put and a get return (imported from here too)
 from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
@@ -283,20 +283,25 @@ class ObjectStore(abc.ABC):
         """What names this store's server and table, for records kept per store (its throughput)."""
         return self.backend
 
-    def _codec_for(self, frames: list[memoryview], codec: str | None, readers: int) -> tuple[Codec, str | None]:
+    def _codec_for(self, frames: list[memoryview], codec: str | None, readers: int) -> CodecChoice | None:
         """The codec of one put: ``codec`` if named (the caller's choice wins), chosen for this
-        output where it or the store says ``auto``, else the store's."""
+        output where it or the store says ``auto``, else the store's (None)."""
         if codec is None and not self.auto_codec:
-            return self.codec, None
+            return None
         if codec not in (None, AUTO_CODEC):
-            return get_codec(codec), "chosen by the caller"
-        choice = choose_codec(frames, readers, throughput_record().read(self.identity()))
-        return get_codec(choice.codec), choice.reason
+            get_codec(codec)  # a name that is no codec fails here, before anything is written
+            return CodecChoice(codec, "chosen by the caller", {})
+        return choose_codec(frames, readers, throughput_record().read(self.identity()))
 
-    def _observe(self, kind: str, manifest: Manifest, seconds: float) -> None:
-        """A put or get of raw bytes, timed, for the next per-output codec choices."""
+    def _observe(self, kind: str, manifest: Manifest, seconds: float, choice: CodecChoice | None = None,
+                 write_seconds: float = 0.0) -> None:
+        """A put or get of raw bytes, timed, for the next per-output codec choices; a put with a
+        codec the choice made (``write_seconds`` after it), against what the model expected of it."""
         if self.auto_codec and manifest.codec == NoCodec.name:
             throughput_record().observe(self.identity(), kind, manifest.size, seconds)
+        elif choice is not None and choice.model_write_seconds and choice.codec == manifest.codec:
+            throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
+                                              write_seconds)
 
     def put_serialized(self, key: ObjectKey, serialized: Serialized, codec: str | None = None,
                        readers: int = 1, placement: PlacementChoice | None = None) -> PutResult:
@@ -310,7 +315,9 @@ class ObjectStore(abc.ABC):
         size = sum(frame_lengths)
         if size > self.max_object_bytes:
             raise ObjectTooLargeError(self.uri(key), size, self.max_object_bytes)
-        chosen, reason = self._codec_for(frames, codec, readers)
+        choice = self._codec_for(frames, codec, readers)
+        chosen, reason = (self.codec, None) if choice is None else (get_codec(choice.codec), choice.reason)
+        chosen_at = time.perf_counter()  # a codec's put is checked against its model without the trial
         place = placement_of_put(self.placement, placement, size, self.inline_bytes)
         version = new_version()
         encoder = _ChunkEncoder(self, chosen)
@@ -354,7 +361,7 @@ class ObjectStore(abc.ABC):
         if copy is not None and not copy.commit(manifest):
             place = PlacementChoice(RING, f"{place.reason}; the local copy failed ({copy.failed}): the store has it")
         seconds = time.perf_counter() - t0
-        self._observe("write", manifest, seconds)
+        self._observe("write", manifest, seconds, choice, time.perf_counter() - chosen_at)
         return PutResult(key, self.uri(key), manifest, seconds, reason, place.placement, place.reason or None)
 
     def put_stream(self, key: ObjectKey, pieces: Iterable) -> PutResult:

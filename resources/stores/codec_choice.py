@@ -6,6 +6,10 @@ Both sides are measured, not assumed: the codecs' ratio and speed on a sample of
 (:func:`try_codecs`), and the store's throughput as this machine last saw it for raw bytes
 (:class:`ThroughputRecord`, kept across processes because each step of a run is a process of its
 own). Until a store has been measured, its throughput is the assumption named below.
+Each codec's writes are then checked against the model: a put with a codec the choice made is
+timed, and the ratio of its seconds to the model's (:attr:`Throughput.write_factors`) scales that
+codec's write in the next choices: a codec whose puts cost more here than its trial and the
+store's raw-byte throughput add up to stops winning on the model's word.
 
     choice = choose_codec(frames, readers=3, throughput=record.read(store_id))
     choice.codec, choice.reason   # "lz4", "lz4 ratio 3.1 on a 256 KiB sample: 41 ms against 97 ms ..."
@@ -25,7 +29,7 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .serde import get_codec
@@ -42,6 +46,9 @@ CANDIDATES = ("lz4", "zstd")
 #: a codec must save this share of the time to be chosen: below it the choice would follow noise
 #: (assumption: the spread of repeated 16 MiB puts here, 5-8%, docs/results/bench-io.txt)
 MARGIN = 0.10
+#: a codec's put may take this many times its model at most, or this share of it at least, in the
+#: record: one put stalled by a restart must not rule a codec out for good
+WRITE_FACTOR_BOUNDS = (0.25, 8.0)
 #: a store's raw-byte MB/s until measured here (assumption: loopback Cassandra, 16 MiB objects,
 #: write 435.8 / read 824.7 MB/s, docs/results/bench-io.txt)
 ASSUMED_WRITE_MB_S, ASSUMED_READ_MB_S = 435.8, 824.7
@@ -104,21 +111,25 @@ class CodecTrial:
 
 @dataclass(frozen=True)
 class Throughput:
-    """A store's MB/s for raw bytes, and whether it was measured here (else assumed)."""
+    """A store's MB/s for raw bytes, and whether it was measured here (else assumed);
+    ``write_factors``: by codec, a put's seconds over what the model expected, as seen here."""
 
     write_mb_s: float = ASSUMED_WRITE_MB_S
     read_mb_s: float = ASSUMED_READ_MB_S
     measured: bool = False
+    write_factors: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class CodecChoice:
     """The codec chosen for one output, the seconds each candidate was expected to take (the write
-    and every read), and why, in a line for the output's metadata."""
+    and every read), and why, in a line for the output's metadata; ``model_write_seconds``: the
+    chosen codec's compression and write as the model has them, which its put is checked against."""
 
     codec: str
     reason: str
     expected_seconds: dict[str, float]
+    model_write_seconds: float | None = None
 
 
 def sample_of(frames: list[memoryview]) -> memoryview:
@@ -189,18 +200,24 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
     share = share or cpu_share(runnable)
     trials = [under_load(t, share.share) for t in trials]
     if not throughput.measured:  # assumed from an idle machine: as loaded as the codecs now
-        throughput = Throughput(throughput.write_mb_s * share.share, throughput.read_mb_s * share.share, False)
+        throughput = replace(throughput, write_mb_s=throughput.write_mb_s * share.share,
+                             read_mb_s=throughput.read_mb_s * share.share)
     readers = max(1, readers)
     costs = {"none": expected_seconds(size, readers, throughput, None)}
-    costs.update({t.codec: expected_seconds(size, readers, throughput, t) for t in trials})
+    writes = {t.codec: expected_seconds(size, 0, throughput, t) for t in trials}  # the model's, unscaled
+    factors = {t.codec: throughput.write_factors.get(t.codec, 1.0) for t in trials}
+    # a codec's write at what its puts took here against the model (1 until one is seen)
+    costs.update({t.codec: expected_seconds(size, readers, throughput, t) + (factors[t.codec] - 1) * writes[t.codec]
+                  for t in trials})
     best = min(trials, key=lambda t: costs[t.codec])
     source = "measured here" if throughput.measured else "assumed, not yet measured here"
+    seen = [f"{c} puts {f:.2f}x the model" for c, f in sorted(throughput.write_factors.items()) if c in factors]
     store = (f"store {throughput.write_mb_s:.0f}/{throughput.read_mb_s:.0f} MB/s write/read ({source}), "
-             f"{share.describe()}")
+             f"{share.describe()}" + (f", {', '.join(seen)} here" if seen else ""))
     if costs[best.codec] < (1 - MARGIN) * costs["none"]:
         return CodecChoice(best.codec, f"{best.codec} ratio {best.ratio:.2f} on a {sample_of(frames).nbytes // 1024} "
                            f"KiB sample: {costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms "
-                           f"as is, for 1 write and {readers} read(s) at {store}", costs)
+                           f"as is, for 1 write and {readers} read(s) at {store}", costs, writes[best.codec])
     return CodecChoice("none", f"best codec {best.codec} (ratio {best.ratio:.2f}) would take "
                        f"{costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms as is, for 1 write "
                        f"and {readers} read(s) at {store}: not {MARGIN:.0%} better", costs)
@@ -223,8 +240,24 @@ class ThroughputRecord:
         entry = self._load().get(store_id)
         if not entry:
             return Throughput()
+        factors = dict(entry.get("write_factors", {}))
+        if "write_mb_s" not in entry and "read_mb_s" not in entry:
+            return Throughput(write_factors=factors)
         return Throughput(entry.get("write_mb_s", ASSUMED_WRITE_MB_S), entry.get("read_mb_s", ASSUMED_READ_MB_S),
-                          True)
+                          True, factors)
+
+    def observe_codec(self, store_id: str, codec: str, model_seconds: float, seconds: float) -> None:
+        """Fold one put with ``codec``, which the model expected to take ``model_seconds`` (its
+        compression and write) and took ``seconds``, into the codec's factor."""
+        if model_seconds <= 0 or seconds <= 0:
+            return
+        low, high = WRITE_FACTOR_BOUNDS
+        now = min(high, max(low, seconds / model_seconds))
+        with self._lock:
+            data = self._load(fresh=True)
+            factors = data.setdefault(store_id, {}).setdefault("write_factors", {})
+            factors[codec] = now if codec not in factors else (1 - self.WEIGHT) * factors[codec] + self.WEIGHT * now
+            self._save(data)
 
     def observe(self, store_id: str, kind: str, size: int, seconds: float) -> None:
         """Fold one put (``kind`` "write") or get ("read") of ``size`` raw bytes into the record."""
