@@ -283,15 +283,17 @@ class ObjectStore(abc.ABC):
         """What names this store's server and table, for records kept per store (its throughput)."""
         return self.backend
 
-    def _codec_for(self, frames: list[memoryview], codec: str | None, readers: int) -> CodecChoice | None:
-        """The codec of one put: ``codec`` if named (the caller's choice wins), chosen for this
-        output where it or the store says ``auto``, else the store's (None)."""
+    def _codec_for(self, frames: list[memoryview], codec: str | None,
+                   readers: int) -> tuple[Codec, CodecChoice | None]:
+        """The codec of one put and, where one was made for it, the choice: ``codec`` if named (the
+        caller's choice wins), chosen for this output where it or the store says ``auto``, else the
+        store's (no choice)."""
         if codec is None and not self.auto_codec:
-            return None
+            return self.codec, None
         if codec not in (None, AUTO_CODEC):
-            get_codec(codec)  # a name that is no codec fails here, before anything is written
-            return CodecChoice(codec, "chosen by the caller", {})
-        return choose_codec(frames, readers, throughput_record().read(self.identity()))
+            return get_codec(codec), CodecChoice(codec, "chosen by the caller", {})
+        choice = choose_codec(frames, readers, throughput_record().read(self.identity()))
+        return get_codec(choice.codec), choice
 
     def _observe(self, kind: str, manifest: Manifest, seconds: float, choice: CodecChoice | None = None,
                  write_seconds: float = 0.0) -> None:
@@ -299,7 +301,7 @@ class ObjectStore(abc.ABC):
         codec the choice made (``write_seconds`` after it), against what the model expected of it."""
         if self.auto_codec and manifest.codec == NoCodec.name:
             throughput_record().observe(self.identity(), kind, manifest.size, seconds)
-        elif choice is not None and choice.model_write_seconds and choice.codec == manifest.codec:
+        elif choice is not None and choice.model_write_seconds:
             throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
                                               write_seconds)
 
@@ -315,8 +317,8 @@ class ObjectStore(abc.ABC):
         size = sum(frame_lengths)
         if size > self.max_object_bytes:
             raise ObjectTooLargeError(self.uri(key), size, self.max_object_bytes)
-        choice = self._codec_for(frames, codec, readers)
-        chosen, reason = (self.codec, None) if choice is None else (get_codec(choice.codec), choice.reason)
+        chosen, choice = self._codec_for(frames, codec, readers)
+        reason = choice.reason if choice is not None else None
         chosen_at = time.perf_counter()  # a codec's put is checked against its model without the trial
         place = placement_of_put(self.placement, placement, size, self.inline_bytes)
         version = new_version()

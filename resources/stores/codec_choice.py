@@ -256,8 +256,12 @@ class ThroughputRecord:
         with self._lock:
             data = self._load(fresh=True)
             factors = data.setdefault(store_id, {}).setdefault("write_factors", {})
-            factors[codec] = now if codec not in factors else (1 - self.WEIGHT) * factors[codec] + self.WEIGHT * now
+            factors[codec] = self._averaged(factors.get(codec), now)
             self._save(data)
+
+    def _averaged(self, old: float | None, now: float) -> float:
+        """``now`` folded into the moving average ``old`` (``now`` itself for the first)."""
+        return now if old is None else (1 - self.WEIGHT) * old + self.WEIGHT * now
 
     def observe(self, store_id: str, kind: str, size: int, seconds: float) -> None:
         """Fold one put (``kind`` "write") or get ("read") of ``size`` raw bytes into the record."""
@@ -266,8 +270,8 @@ class ThroughputRecord:
         with self._lock:
             data = self._load(fresh=True)
             entry = data.setdefault(store_id, {})
-            field, now = f"{kind}_mb_s", size / MiB / seconds
-            entry[field] = now if field not in entry else (1 - self.WEIGHT) * entry[field] + self.WEIGHT * now
+            field = f"{kind}_mb_s"
+            entry[field] = self._averaged(entry.get(field), size / MiB / seconds)
             self._save(data)
 
     def _load(self, fresh: bool = False) -> dict:
