@@ -18,13 +18,21 @@ export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"
 # the disk before and after: MinIO refuses writes and pip fails near a full disk (seen in CI)
 df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
 
-# The ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses, members
-# and Dagster instance; nothing of the loopback servers) spends most of its ten minutes waiting on
-# gossip, drains and hint deliveries. On a whole-suite run it runs in a second pytest beside the
-# rest, and after it the celery workers on the same hosts' names (tests/test_celery_hosts.py, about
-# four minutes: `asgard hosts up`, runs, `asgard hosts down`); their log follows the main one.
-# With test paths given, pytest runs just those.
+# Three pytest processes at once, as this machine's two cores measured them busy at about two
+# thirds with one (the rest waits on JVM starts, gossip and subprocesses):
+# - the main pass: every test of the suite's node (127.0.0.1), Redis and MinIO;
+# - the ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses,
+#   members and Dagster instance; mostly waiting on gossip, drains and hint deliveries), then the
+#   celery workers on the same hosts' names (tests/test_celery_hosts.py);
+# - the files that start nodes of their own on loopback and never touch the suite's node
+#   (own_nodes below: no instance index of theirs is one the main pass starts).
+# Their logs follow the main one. With test paths given, pytest runs just those.
 beside=(tests/test_hosts_ring.py tests/test_celery_hosts.py)
+own_nodes=(tests/test_rolling_retune.py tests/test_cassandra_ring.py tests/test_cassandra_runtime.py
+  tests/test_patches_differential.py tests/test_ring_orders.py tests/test_tuner_calibration.py tests/test_numa.py
+  tests/test_patches_read_repair.py tests/test_unmanaged_cluster.py tests/test_hand_started_cassandra.py
+  tests/test_tuner_models.py tests/test_cassandra_auth.py tests/test_cassandra_tls.py tests/test_ring_ca.py
+  tests/test_patch_build.py tests/test_layout.py tests/test_network.py)
 for arg in "$@"; do
   if [ -e "${arg%%::*}" ]; then beside=(); fi
 done
@@ -32,20 +40,29 @@ if [ ${#beside[@]} -gt 0 ]; then
   beside_log=$(mktemp -t asgard-hosts-ring.XXXXXX.log)
   .venv/bin/python -m pytest "$@" -p no:cacheprovider "${beside[@]}" >"$beside_log" 2>&1 &
   beside_pid=$!
+  own_log=$(mktemp -t asgard-own-nodes.XXXXXX.log)
+  own_xml=$(mktemp -t asgard-own-nodes.XXXXXX.xml)
+  .venv/bin/python -m pytest "$@" -p no:cacheprovider --junitxml="$own_xml" "${own_nodes[@]}" >"$own_log" 2>&1 &
+  own_pid=$!
   main_xml=$(mktemp -t asgard-main-pass.XXXXXX.xml)
   set +e
-  .venv/bin/python -m pytest "$@" --junitxml="$main_xml" "${beside[@]/#/--ignore=}"
+  .venv/bin/python -m pytest "$@" --junitxml="$main_xml" "${beside[@]/#/--ignore=}" "${own_nodes[@]/#/--ignore=}"
   main_rc=$?
+  wait "$own_pid"
+  own_rc=$?
   wait "$beside_pid"
   beside_rc=$?
   set -e
+  echo "=== ${own_nodes[*]} (beside the rest) ==="
+  cat "$own_log"
   echo "=== ${beside[*]} (beside the rest) ==="
   df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
   cat "$beside_log"
-  # last, where a CI log's tail keeps it: each failure of the main pass with its error's end
+  # last, where a CI log's tail keeps it: each failure of the two passes with its error's end
+  .venv/bin/python scripts/failures_summary.py "$own_xml" "the own-nodes pass"
   .venv/bin/python scripts/failures_summary.py "$main_xml"
-  if [ "$main_rc" -ne 0 ] || [ "$beside_rc" -ne 0 ]; then
-    echo "tests failed: main pass exit $main_rc, ${beside[*]} exit $beside_rc" >&2
+  if [ "$main_rc" -ne 0 ] || [ "$own_rc" -ne 0 ] || [ "$beside_rc" -ne 0 ]; then
+    echo "tests failed: main pass exit $main_rc, own nodes exit $own_rc, ${beside[*]} exit $beside_rc" >&2
     exit 1
   fi
 else

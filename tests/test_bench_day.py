@@ -86,7 +86,7 @@ def test_a_day_on_airflow_runs_the_four_variants_with_common_ios_backend_as_the_
     out = tmp_path / "day"
     res = CliRunner().invoke(main, ["bench", "day", "--engine", "airflow", "--settings", "loopback", "--rounds", "1",
                                     "--mix", "etl_columnar:fanout=2;scale=0.05,word_count:fanout=2;scale=0.1;reducers=2",
-                                    "--search-probes", "2", "--out", str(out), "--json"])
+                                    "--search-probes", "1", "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["engine"] == "airflow"

@@ -147,10 +147,11 @@ def test_a_host_killed_mid_run_at_rf3_local_quorum_and_the_run_succeeds(ring, ho
     assert outcome["total"] == sum(2 * i * 200_000 for i in range(6))
 
 
-def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_no_run(ring, hosts, dagster_instance):
+def test_two_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_no_run(ring, hosts, dagster_instance):
     """The retune job (here, in the test's process: wherever Dagster runs) finds the ring across
     hosts and restarts its members one at a time through orders in the ring itself, which each
-    host's agent carries out under the ring's lease, while runs go on; three times."""
+    host's agent carries out under the ring's lease, while runs go on; twice (the nemesis test
+    reconfigures three times more, under faults)."""
     import dagster as dg
 
     from asgard.resources.stores.cql import CassandraObjectStore
@@ -179,7 +180,7 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
         ssl_ca_file=str(ring.ring_ca / "ca.pem")))
     session = ring.session()
     flush = session.execute("SELECT value FROM system_views.settings WHERE name = 'memtable_flush_writers'").one()
-    values = [v for v in (4, 1, 2, 4) if str(v) != flush.value][:3]
+    values = [v for v in (4, 1, 2) if str(v) != flush.value][:2]
     outcomes = []
     try:
         deadline = time.monotonic() + 60
@@ -198,7 +199,7 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
         runner.join(timeout=600)
         for agent in agents:
             agent.stop(timeout=120)
-    assert len(outcomes) == 3
+    assert len(outcomes) == 2
     for value, outcome in zip(values, outcomes):
         [knob] = outcome["knobs"]
         assert knob["knob"] == "memtable_flush_writers" and knob["to"] == value and knob["applied"], knob
@@ -214,7 +215,7 @@ def test_three_restart_reconfigurations_across_hosts_under_a_loop_of_runs_fail_n
     # every member runs what the last reconfiguration applied, read back from each
     assert set(in_force.values()) == {str(outcomes[-1]["knobs"][0]["to"])}, (in_force, outcomes[-1]["knobs"])
     session.cluster.shutdown()
-    assert len(runs) >= 3 and all(r.get("success") for r in runs), [r.get("failures") for r in runs]
+    assert len(runs) >= 2 and all(r.get("success") for r in runs), [r.get("failures") for r in runs]
     store = CassandraObjectStore(**ring.client_options(), keyspace="asgard_hosts")
     for run in runs:  # every output read back afterwards
         scope = f"run/{run['run_id']}"

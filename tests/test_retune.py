@@ -128,14 +128,14 @@ def test_retune_job_never_starts_a_node_that_is_down(dagster_instance):
 
     forest = make_job("lightgbm_forest", "cassandra")
     retune = make_retune_job([forest])
-    down = CassandraNode(index=9)  # 127.0.0.9: no test starts it
+    down = CassandraNode(index=99)  # 127.0.0.99: no test starts it
     assert not down.is_running()
-    config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": [forest.name], "apply": True, "node_index": 9,
+    config = {"ops": {"plan_workload": {"config": {"upcoming_jobs": [forest.name], "apply": True, "node_index": 99,
                                                     "evaluations": 100}}}}
     result = retune.execute_in_process(run_config=config, instance=dagster_instance)
     assert result.success
     outcome = result.output_for_node("reconfigure")
-    assert outcome["applied"] is None and "127.0.0.9 is not running" in outcome["decision"]["reason"]
+    assert outcome["applied"] is None and "127.0.0.99 is not running" in outcome["decision"]["reason"]
     assert not down.is_running()
 
 
@@ -168,7 +168,7 @@ def test_a_run_may_choose_the_model_and_a_pickle_is_refused_unopened(dagster_ins
     retune = make_retune_job([forest])
 
     def run(**extra):
-        config = {"upcoming_jobs": [forest.name], "apply": False, "node_index": 9, "evaluations": 100, **extra}
+        config = {"upcoming_jobs": [forest.name], "apply": False, "node_index": 99, "evaluations": 100, **extra}
         return retune.execute_in_process(run_config={"ops": {"plan_workload": {"config": config}}},
                                          instance=dagster_instance, raise_on_error=False)
 
