@@ -105,6 +105,24 @@ def output_codec(context: OutputContext) -> str | None:
     return value
 
 
+#: an output's metadata key keeping its chunks at one replica (1) or at the store's factor ("store")
+REPLICAS_METADATA_KEY = "asgard/replicas"
+REPLICAS_ALLOWED = [1, "store"]
+
+
+def output_replicas(context: OutputContext) -> int | None:
+    """The replicas the output's definition asks for its chunks (``Out(metadata={"asgard/replicas":
+    1})``: an intermediate its readers can re-make by re-running its step), checked before anything
+    is written; None keeps the store's factor."""
+    value = (context.definition_metadata or {}).get(REPLICAS_METADATA_KEY)
+    value = getattr(value, "value", value)  # a MetadataValue.int or .text
+    if value is None or value == "store":
+        return None
+    if value in (1, "1") and not isinstance(value, bool):
+        return 1
+    raise OutputSettingError(_output_name(context), REPLICAS_METADATA_KEY, value, REPLICAS_ALLOWED)
+
+
 #: an input's (or its producer's output's) metadata key naming how its chunks are read
 CHUNK_READS_METADATA_KEY = "asgard/chunk_reads"
 
@@ -206,14 +224,15 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         store = self.store()
         key = key_for_output(context)
         codec = output_codec(context)  # the user's, per output, wins over the store's
+        replicas = output_replicas(context)
         reads = readers_of(context)
         # likewise; checked for the whole job first
         placement = placement_for(context, self.placement, store.server_hosts, reads)
         # a Stream is written chunk by chunk as it comes, never whole in memory
         if isinstance(obj, Stream):
-            result = store.put_stream(key, obj)
-        elif codec is not None or store.auto_codec or placement is not None:
-            result = store.put(key, obj, codec=codec, readers=reads, placement=placement)
+            result = store.put_stream(key, obj, replicas=replicas)
+        elif codec is not None or store.auto_codec or placement is not None or replicas is not None:
+            result = store.put(key, obj, codec=codec, readers=reads, placement=placement, replicas=replicas)
         else:
             result = store.put(key, obj)
         m = result.manifest
@@ -235,6 +254,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
             **({"codec_reason": result.codec_reason} if result.codec_reason else {}),
             **({"placement": result.placement, "placement_reason": result.placement_reason}
                if result.placement_reason else {}),
+            **({"replicas": MetadataValue.int(replicas)} if replicas is not None else {}),
         })
 
     def load_input(self, context: InputContext) -> Any:

@@ -276,8 +276,8 @@ class ObjectStore(abc.ABC):
         return Serialized(chosen.dumps(obj), chosen.name, f"{type(obj).__module__}.{type(obj).__qualname__}")
 
     def put(self, key: ObjectKey, obj: Any, codec: str | None = None, readers: int = 1,
-            placement: PlacementChoice | None = None) -> PutResult:
-        return self.put_serialized(key, self.serialize(obj), codec, readers, placement)
+            placement: PlacementChoice | None = None, replicas: int | None = None) -> PutResult:
+        return self.put_serialized(key, self.serialize(obj), codec, readers, placement, replicas)
 
     def identity(self) -> str:
         """What names this store's server and table, for records kept per store (its throughput)."""
@@ -305,12 +305,23 @@ class ObjectStore(abc.ABC):
             throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
                                               write_seconds)
 
+    def version_for(self, replicas: int | None, inline: bool = False) -> str:
+        """A new version for a put whose chunks keep ``replicas`` copies (None: the store's), of an
+        object kept whole in its head (``inline``) or not. A store that keeps its own copies has
+        no count to give: a count is refused."""
+        if replicas is not None:
+            raise StoreConfigError(f"the {self.backend} store keeps its own copies of an object: it cannot give one "
+                                   f"{replicas} replica(s); leave replicas unset for this store")
+        return new_version()
+
     def put_serialized(self, key: ObjectKey, serialized: Serialized, codec: str | None = None,
-                       readers: int = 1, placement: PlacementChoice | None = None) -> PutResult:
+                       readers: int = 1, placement: PlacementChoice | None = None,
+                       replicas: int | None = None) -> PutResult:
         """Store frames :meth:`serialize` made; refused before anything is written if too large.
         ``codec``: this output's (a name, or ``auto``), else the store's; ``readers``: how many
         times it will be read, which a per-output codec choice weighs; ``placement``: whether a
-        copy is kept on this host too (:mod:`.local_copy`), else as the store's setting says."""
+        copy is kept on this host too (:mod:`.local_copy`), else as the store's setting says;
+        ``replicas``: how many copies the ring keeps of its chunks (:meth:`version_for`), else the store's."""
         t0 = time.perf_counter()
         frames = serialized.frames
         frame_lengths = [f.nbytes for f in frames]
@@ -321,7 +332,7 @@ class ObjectStore(abc.ABC):
         reason = choice.reason if choice is not None else None
         chosen_at = time.perf_counter()  # a codec's put is checked against its model without the trial
         place = placement_of_put(self.placement, placement, size, self.inline_bytes)
-        version = new_version()
+        version = self.version_for(replicas, inline=size <= self.inline_bytes)
         encoder = _ChunkEncoder(self, chosen)
         inline = copy = None
         if size <= self.inline_bytes:
@@ -366,13 +377,13 @@ class ObjectStore(abc.ABC):
         self._observe("write", manifest, seconds, choice, time.perf_counter() - chosen_at)
         return PutResult(key, self.uri(key), manifest, seconds, reason, place.placement, place.reason or None)
 
-    def put_stream(self, key: ObjectKey, pieces: Iterable) -> PutResult:
+    def put_stream(self, key: ObjectKey, pieces: Iterable, replicas: int | None = None) -> PutResult:
         """Store the bytes of ``pieces`` (a :class:`~.stream.Stream` or any iterable of bytes-like)
         chunk by chunk, never holding more than the request window; committed by the manifest,
         written last, like :meth:`put`. ``max_object_bytes`` (a bound on what a value may take in
-        memory) does not apply: a stream is bounded by the store's space."""
+        memory) does not apply: a stream is bounded by the store's space. ``replicas`` as for :meth:`put`."""
         t0 = time.perf_counter()
-        version = new_version()
+        version = self.version_for(replicas)
         encoder = _ChunkEncoder(self, self.codec)
         self._write_chunks(key, version, encoder.encode(iter_chunks((memoryview(p) for p in pieces), self.chunk_size)),
                            None)

@@ -54,7 +54,7 @@ class SessionState:
     Attributes:
         prepared: statements prepared on the session, by name.
         preparing: prepares under way in the background (futures), by name.
-        routed: whether the driver was given our keyspace's replication (token-aware routing).
+        routed: the keyspaces whose replication the driver was given (token-aware routing).
         batch_warn: the connected node's ``batch_size_warn_threshold`` in bytes, once read.
         batch_warn_reading: whether that read is under way.
     """
@@ -64,7 +64,7 @@ class SessionState:
     def __init__(self):
         self.prepared: dict[str, Any] = {}
         self.preparing: dict[str, Any] = {}
-        self.routed = False
+        self.routed: set[str] = set()
         self.batch_warn: int | None = None
         self.batch_warn_reading = False
 

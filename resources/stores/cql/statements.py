@@ -21,6 +21,9 @@ INDEX_LAYOUT = {"scope": "partition_key", "path": "clustering", "version": "clus
 # an object's head row (manifest, and the data of a small object) is in partition (scope, path, '', 0)
 HEAD_VERSION, HEAD_GROUP = "", 0
 DEFAULT_CHUNK_SIZE = MiB
+#: an object kept at one replica: its chunks in ``<keyspace>_r1`` (same tables), its version ending
+#: so, which is how reads and purges find them; its head and index rows stay at the store's factor
+SINGLE_REPLICA_KEYSPACE_SUFFIX, SINGLE_REPLICA_VERSION_SUFFIX = "_r1", "-r1"
 #: tries of one CREATE while a keyspace made through another member reaches this one (0.1 s, 0.2 s, ...: 4.5 s in all)
 SCHEMA_ATTEMPTS = 10
 #: the namespace of :func:`table_id`
@@ -153,10 +156,12 @@ class Statements:
             :class:`~.connection.SessionState` (a new session prepares again).
         requests: the :class:`~.retry.Requests` that prepares and creates, resending as needed.
         layout: the :class:`TableLayout`.
+        prefix: put before each statement's name where the session's state files it: two
+            layouts (the store's keyspace and its single-replica sibling) share one session.
     """
 
-    def __init__(self, connection, requests, layout: TableLayout):
-        self.connection, self.requests, self.layout = connection, requests, layout
+    def __init__(self, connection, requests, layout: TableLayout, prefix: str = ""):
+        self.connection, self.requests, self.layout, self.prefix = connection, requests, layout, prefix
         self.texts = statement_texts(layout)
         self._at_level: dict[tuple[int, str], tuple[Any, Any]] = {}
 
@@ -172,16 +177,16 @@ class Statements:
         (:meth:`prepare_later`) is waited for, not sent twice."""
         session = self.connection.session
         state = self.connection.state
-        stmt = state.prepared.get(name)
+        stmt = state.prepared.get(self.prefix + name)
         if stmt is not None:
             return stmt
-        pending = state.preparing.pop(name, None)
+        pending = state.preparing.pop(self.prefix + name, None)
         if pending is not None:
             try:
                 pending.result()
             except Exception:  # prepared below, on this thread, with the errors mapped
                 pass
-            stmt = state.prepared.get(name)
+            stmt = state.prepared.get(self.prefix + name)
             if stmt is not None:
                 return stmt
         return self.prepare(session, name, state)
@@ -202,9 +207,9 @@ class Statements:
                 self.create_schema(session)
         stmt.consistency_level = getattr(ConsistencyLevel, self.layout.consistency)
         stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
-        if not state.routed:
+        if self.layout.keyspace not in state.routed:
             self.route_by_token(session, state)
-        state.prepared[name] = stmt
+        state.prepared[self.prefix + name] = stmt
         return stmt
 
     def at_level(self, name: str, consistency: str | None):
@@ -231,9 +236,9 @@ class Statements:
         the statement prepared, or waits for its prepare (which was sent a round trip earlier)."""
         state = self.connection.state
         for name in names:
-            if name not in state.prepared and name not in state.preparing:
+            if self.prefix + name not in state.prepared and self.prefix + name not in state.preparing:
                 try:
-                    state.preparing[name] = session.submit(self.prepare, session, name, state)
+                    state.preparing[self.prefix + name] = session.submit(self.prepare, session, name, state)
                 except RuntimeError:  # the session is shutting down: prepared on use, if ever
                     return
 
@@ -261,7 +266,7 @@ class Statements:
         ``_connect``); one row of ``system_schema.keyspaces`` is enough, and a single node needs
         none."""
         cluster, keyspace = session.cluster, self.layout.keyspace
-        (state or self.connection.state).routed = True
+        (state or self.connection.state).routed.add(keyspace)
         if len(cluster.metadata.all_hosts()) < 2 or keyspace in cluster.metadata.keyspaces:
             return
         from cassandra.metadata import KeyspaceMetadata
@@ -278,7 +283,7 @@ class Statements:
 
     def ensure_routed(self, session) -> None:
         """:meth:`route_by_token` once per session (a ring: the replicas of our keyspace first)."""
-        if not self.connection.state.routed:
+        if self.layout.keyspace not in self.connection.state.routed:
             self.route_by_token(session)
 
     def check_layout(self, session) -> None:

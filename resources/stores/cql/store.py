@@ -15,6 +15,9 @@ object's chunk group::
   for a small object (up to ``inline_bytes``), its data. It is the commit point: a reader
   reads it first and sees the previous complete object or the new one, never a torn one.
 * Chunk ``i`` of a version lives in partition ``(scope, path, version, i // chunks_per_partition)``.
+* A version put with ``replicas=1`` under a store of a higher factor keeps its chunks in the same
+  table of the sibling keyspace ``<keyspace>_r1`` (factor 1, made on first use); the version ends
+  in ``-r1``, which is how reads and the purge find them. Its head and index rows stay here.
 * The index has one small row per written version in the scope's partition: a put of a small
   object is one request (an UNLOGGED batch of its head and index row, up to ``batch_bytes``;
   above, the two rows sent together), a get one read; a large put sends its index row with its
@@ -56,8 +59,8 @@ from .early import FirstRequests
 from .retry import STREAM_GROUPS_AHEAD, Requests
 from .senders import Paths, RowsPut, put_rows, read_head
 from .statements import (BATCH_MARGIN_BYTES, CASSANDRA_BATCH_WARN_BYTES, DEFAULT_CHUNK_SIZE,
-                         DEFAULT_CHUNKS_PER_PARTITION, HEAD_GROUP, HEAD_VERSION, Statements, TableLayout,
-                         storage_bytes)
+                         DEFAULT_CHUNKS_PER_PARTITION, HEAD_GROUP, HEAD_VERSION, SINGLE_REPLICA_KEYSPACE_SUFFIX,
+                         SINGLE_REPLICA_VERSION_SUFFIX, Statements, TableLayout, storage_bytes)
 from .transport import Sink
 
 CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE", "ANY")
@@ -208,6 +211,7 @@ class CassandraObjectStore(ObjectStore):
         self.requests = Requests(self.connection)
         self.statements = Statements(self.connection, self.requests, TableLayout(
             self.keyspace, self.table, self.consistency, replication_factor, durable_writes))
+        self._single = None  # the single-replica sibling's statements, made on first use
         self.first_requests = FirstRequests(self.connection, self.requests, self.statements)
         self.direct = DirectRequests(self.connection, self.statements, direct_requests)
         self._paths = Paths(self.connection, self.statements, self.requests, self.first_requests, self.direct,
@@ -255,6 +259,35 @@ class CassandraObjectStore(ObjectStore):
         does): for callers that read or alter their options before any output is stored."""
         self.statements.get("select_head")
 
+    # --- replicas per object --------------------------------------------------------------
+    def version_for(self, replicas: int | None, inline: bool = False) -> str:
+        """A new version; with ``replicas=1`` below the store's factor, one whose chunks go to the
+        single-replica sibling keyspace (``<keyspace>_r1``), which the version names, so that
+        reads and the scope's purge find them from the manifest and the index rows alone. An
+        inline object is its head row, kept where heads are: at the store's factor."""
+        version = super().version_for(None)
+        if replicas is None or replicas == self.replication_factor:
+            return version
+        if replicas != 1:
+            raise StoreConfigError(f"replicas={replicas}: a put keeps its chunks at the store's factor "
+                                   f"({self.replication_factor}) or at 1; choose one of those")
+        if len(self.keyspace) + len(SINGLE_REPLICA_KEYSPACE_SUFFIX) > 48:
+            raise StoreConfigError(f"keyspace {self.keyspace!r} leaves no room for its single-replica sibling "
+                                   f"({self.keyspace}{SINGLE_REPLICA_KEYSPACE_SUFFIX}, over Cassandra's 48 "
+                                   "characters): choose a keyspace of 45 characters or fewer")
+        return version if inline else version + SINGLE_REPLICA_VERSION_SUFFIX
+
+    def statements_for(self, version: str):
+        """The statements of the keyspace that holds ``version``'s chunks."""
+        if not version.endswith(SINGLE_REPLICA_VERSION_SUFFIX):
+            return self.statements
+        if self._single is None:
+            layout = self.statements.layout
+            self._single = Statements(self.connection, self.requests, TableLayout(
+                layout.keyspace + SINGLE_REPLICA_KEYSPACE_SUFFIX, layout.table, layout.consistency, 1,
+                layout.durable_writes), prefix="r1.")
+        return self._single
+
     # --- layout -----------------------------------------------------------------------
     def identity(self) -> str:
         return f"cassandra://{self.contact_points[0]}:{self.port}/{self.qualified_table}"
@@ -275,18 +308,19 @@ class CassandraObjectStore(ObjectStore):
         # A stream (count None) announces its groups ahead, STREAM_GROUPS_AHEAD at a time: the
         # row never names fewer groups than are written (purge deletes a few empty ones at most).
 
+        # the index row stays at the store's factor; the chunks go where the version says
+        index, chunk = self.statements.get, self.statements_for(version).get
+
         def all_items():
             announced = self.groups(count) if count is not None else 0
-            yield -1, "insert_index", (key.scope, key.path, version, announced, False, ttl)
+            yield -1, index("insert_index"), (key.scope, key.path, version, announced, False, ttl)
             for i, data in chunks:
                 if i // per >= announced:
                     announced = i // per + STREAM_GROUPS_AHEAD
-                    yield -1, "insert_index", (key.scope, key.path, version, announced, False, ttl)
-                yield i, "insert_chunk", (key.scope, key.path, version, i // per, i, data, ttl)
+                    yield -1, index("insert_index"), (key.scope, key.path, version, announced, False, ttl)
+                yield i, chunk("insert_chunk"), (key.scope, key.path, version, i // per, i, data, ttl)
 
-        statement = self.statements.get
-        for _ in self.requests.pipelined(((tag, statement(name), params) for tag, name, params in all_items()),
-                                         self.concurrency):
+        for _ in self.requests.pipelined(all_items(), self.concurrency):
             pass
 
     def _read_chunks(self, key: ObjectKey, version: str, count: int) -> Iterator[tuple[int, bytes]]:
@@ -327,7 +361,9 @@ class CassandraObjectStore(ObjectStore):
         of another shape, or no ``targets``, comes decoded as usual for the caller to copy."""
         per = self.chunks_per_partition
         done: set = set()
-        if targets and self.receives_in_place and self.direct.session() is not None:
+        # the direct connection knows the store's own statements only
+        if (targets and self.receives_in_place and self.direct.session() is not None
+                and self.statements_for(version) is self.statements):
             yield from self.direct.read_chunks(key, version, count, targets, done, per, self.concurrency)
         left = [i for i in range(count) if i not in done]
         if not left:
@@ -350,7 +386,7 @@ class CassandraObjectStore(ObjectStore):
     def _read_chunks_at(self, key: ObjectKey, version: str, indexes: list[int], targets, level: str | None):
         per = self.chunks_per_partition
         sinks = {i: Sink(targets[i]) for i in indexes} if targets and self.receives_in_place else None
-        stmt = self.statements.at_level("select_chunk", level)
+        stmt = self.statements_for(version).at_level("select_chunk", level)
         items = ((i, stmt, (key.scope, key.path, version, i // per, i)) for i in indexes)
         for i, rows in self.requests.pipelined(items, self.concurrency, sinks):  # a callback's rows: a list
             if sinks is not None and sinks[i].filled:
@@ -456,9 +492,9 @@ class CassandraObjectStore(ObjectStore):
         return sorted(heads + [(r.path, r.version, g) for r in rows for g in range(r.groups or 0)])
 
     def _delete_listed(self, scope: str, rows: list) -> None:
-        """Delete the partitions the index rows ``rows`` name."""
-        stmt = self.statements.get("delete_partition")
-        items = ((None, stmt, (scope, *p)) for p in self._partitions_of(rows))
+        """Delete the partitions the index rows ``rows`` name (each where its version says)."""
+        items = ((None, self.statements_for(p[1]).get("delete_partition"), (scope, *p))
+                 for p in self._partitions_of(rows))
         for _ in self.requests.pipelined(items, self.concurrency):
             pass
 
