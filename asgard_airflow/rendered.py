@@ -53,7 +53,7 @@ def _show(task: Any, row: str) -> None:
 
 def record_push(task: Any | None, where: dict, ref: dict, codec_setting: str, codec_reasons: list[str]) -> None:
     """The pushing ``task``'s row (the running task, :func:`running_task`) for the value ``ref``
-    stands for: its codec and placement, and why."""
+    stands for: its codec, placement and replicas, and why."""
     if task is None:
         return
     readers = sorted(getattr(t, "task_id", "?") for t in (getattr(task, "downstream_list", None) or []))
@@ -61,8 +61,10 @@ def record_push(task: Any | None, where: dict, ref: dict, codec_setting: str, co
     codec_why = "; ".join(dict.fromkeys(codec_reasons)) or f"[asgard] codec = {codec_setting}"
     placement = ref.get("placement", "ring")
     placement_why = ref.get("placement_reason") or "[asgard] placement = ring"
+    copies = f"; replicas {_cell(ref['replicas'])}" if ref.get("replicas_reason") else ""
+    copies_why = f"; replicas: {_cell(ref['replicas_reason'])}" if ref.get("replicas_reason") else ""
     _show(task, f"| {_cell(edge)} | {ref.get('bytes', 0):,} | codec {_cell(ref.get('codec'))}; placement "
-                f"{_cell(placement)} | codec: {_cell(codec_why)}; placement: {_cell(placement_why)} |")
+                f"{_cell(placement)}{copies} | codec: {_cell(codec_why)}; placement: {_cell(placement_why)}{copies_why} |")
 
 
 def record_pull(ref: dict, where: dict, got: Any) -> None:

@@ -302,6 +302,9 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     if any(r.placement_reason for r in results):  # where it lives relative to its readers, and why
         ref.update(placement=",".join(sorted({r.placement for r in results})),
                    placement_reason=next(r.placement_reason for r in results if r.placement_reason))
+    if any(r.replicas_reason for r in results):  # how many copies the ring keeps of its chunks, and why
+        ref.update(replicas=",".join(sorted({str(r.replicas or "store") for r in results})),
+                   replicas_reason=next(r.replicas_reason for r in results if r.replicas_reason))
     if per_item:
         ref.update(items=len(manifests), item_bytes=[m.size for m in manifests],
                    item_checksums=[f"crc32:{m.checksum}" for m in manifests])

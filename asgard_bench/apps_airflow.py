@@ -92,9 +92,10 @@ def measure(db: Path, dag_id: str, run_id: str) -> dict[str, Any]:
         stored = isinstance(parsed, dict) and parsed.get("__asgard_xcom__")
         size = parsed["bytes"] if stored else len(json.dumps(parsed, separators=(",", ":")).encode())
         writes.append({"step": f"{task_id}[{map_index}]", "output": key, "bytes": int(size), "stored": bool(stored),
-                       # what our backend decided for the value (codec "auto" and placement "auto" per value)
+                       # what our backend decided for the value (codec, placement and replicas "auto" per value)
                        "codec": parsed.get("codec") if stored else None,
                        "placement": parsed.get("placement") if stored else None,
+                       "replicas": parsed.get("replicas") if stored else None,
                        "write_s": parsed.get("write_s") if stored else None})
     steps = [{"step": f"{t}[{m}]" if m >= 0 else t, "seconds": _seconds(a, b) or 0.0} for t, m, a, b in tasks]
     return {"status": state, "e2e_s": _seconds(start, end) or float("nan"), "steps": steps, "writes": writes,

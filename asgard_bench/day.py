@@ -9,8 +9,8 @@ four ways, interleaved round by round (the order rotated each round, so drift hi
 * ``best_static`` -- one value of each per-edge lever (codec, placement, chunk size, requests in
   flight) for every edge, found by a coordinate search of probe runs in this setting before the
   rounds, with the server configuration the surrogate recommends for the day's workload;
-* ``loop``        -- the levers decided per edge (``codec`` and ``placement`` ``auto``; the
-  connection's ``chunk_reads`` is ``auto`` by default) and, where the retune job manages the node
+* ``loop``        -- the levers decided per edge (``codec``, ``placement`` and ``replicas`` ``auto``,
+  the last one copy of a 1:1 intermediate on the hosts' RF 3 ring; the connection's ``chunk_reads`` is ``auto`` by default) and, where the retune job manages the node
   (loopback), the upcoming-runs sensor and the retune job before each round, their
   reconfiguration time counted in the day's E2E.
 
@@ -67,8 +67,8 @@ class Day:
             self.node, self.nodes = None, None
             self.store = CassandraObjectStore(**hosts_store_kwargs("cassandra"), keyspace=KEYSPACE,
                                               replication_factor=REPLICATION_FACTOR)
-            # made once from here: first steps on three hosts creating them at once race
-            self.store.ensure_schema()
+            # made once from here (the loop's single-replica sibling too): first steps on three hosts race
+            self.store.ensure_schema(single_replica=True)
             self.hourly *= REPLICATION_FACTOR
             return
         self.deployment = Deployment(network)
@@ -146,9 +146,9 @@ def step_workers(instance, run_id: str) -> dict[str, str]:
 
 
 def edge_decisions(instance, run_id: str) -> dict[str, dict]:
-    """Each output's codec and placement as its IO manager chose them, by op and output (a mapped
-    op's instances counted together): ``{"op.output": {"codec": {name: n}, "placement": {name: n},
-    "reasons": [one reason of each]}}``, from the outputs' metadata."""
+    """Each output's codec, placement and replicas as its IO manager chose them, by op and output (a
+    mapped op's instances counted together): ``{"op.output": {"codec": {name: n}, "placement": {name: n},
+    "replicas": {count: n}, "reasons": [one reason of each]}}``, from the outputs' metadata."""
     import dagster as dg
 
     edges: dict[str, dict] = {}
@@ -156,8 +156,8 @@ def edge_decisions(instance, run_id: str) -> dict[str, dict]:
         data = e.dagster_event.event_specific_data
         metadata = {k: getattr(v, "value", v) for k, v in (data.metadata or {}).items()}
         edge = edges.setdefault(f"{e.step_key.split('[', 1)[0]}.{data.output_name}",
-                                {"codec": {}, "placement": {}, "reasons": []})
-        for lever, default in (("codec", "none"), ("placement", "ring")):
+                                {"codec": {}, "placement": {}, "replicas": {}, "reasons": []})
+        for lever, default in (("codec", "none"), ("placement", "ring"), ("replicas", "store")):
             choice = metadata.get(lever, default)
             edge[lever][choice] = edge[lever].get(choice, 0) + 1
             reason = metadata.get(f"{lever}_reason")

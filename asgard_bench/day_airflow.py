@@ -8,7 +8,7 @@ the same four variants interleaved round by round as the Dagster day (:mod:`asga
 * ``default``     -- ``asgard_airflow.CassandraXComBackend`` with its default ``[asgard]`` settings;
 * ``best_static`` -- one value of each per-edge lever (``[asgard] codec``, ``placement``,
   ``chunk_size_bytes``, ``concurrency``) for every value pushed, from the same coordinate search;
-* ``loop``        -- the levers decided per value (``codec = auto``, ``placement = auto``).
+* ``loop``        -- the levers decided per value (``codec``, ``placement`` and ``replicas = auto``).
 
 Each run is ``airflow dags test`` (its tasks one after the other, in one process) in an
 ``AIRFLOW_HOME`` of its slot: ``concurrent`` slots, each with its own SQLite database, so runs at
@@ -173,7 +173,8 @@ class AirflowDay:
                "read_s_total": read_s, "bytes_written": sum(w["bytes"] for w in m["writes"]),
                "store_share_pct": store_share_pct(step_s - io_s, io_s) if io_s is not None else None,
                "hosts": hosts,
-               "edges": {f"{w['step']}.{w['output']}": {"codec": w["codec"], "placement": w["placement"] or "ring"}
+               "edges": {f"{w['step']}.{w['output']}": {"codec": w["codec"], "placement": w["placement"] or "ring",
+                                                        "replicas": w["replicas"] or "store"}
                          for w in m["writes"] if w["stored"]}}
         return price_row(row, self.prices)
 
@@ -252,7 +253,7 @@ class AirflowHostsDay(AirflowDay):
         self.store_env = {"AIRFLOW__ASGARD__THRESHOLD_BYTES": str(THRESHOLD_BYTES)}  # the ring's: the deployment's
         # made once from here: first tasks on three hosts creating them at once race
         CassandraObjectStore(**self.hosts.ring().client_options(), keyspace=RING_KEYSPACE,
-                             replication_factor=REPLICATION_FACTOR).ensure_schema()
+                             replication_factor=REPLICATION_FACTOR).ensure_schema(single_replica=True)
         self.hosts.airflow_api_server().start()
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")},
                **self.hosts.airflow_coordinator_environment(), "PYTHONPATH": str(REPO_ROOT)}

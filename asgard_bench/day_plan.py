@@ -23,8 +23,10 @@ STATIC_LEVERS: dict[str, tuple] = {
     "chunk_size_bytes": (0, 1 * MiB, 8 * MiB),  # 16 MiB is over a default node's largest chunk (15 MiB)
     "concurrency": (8, 4, 16),
 }
-#: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default)
-LOOP_FIELDS = {"codec": "auto", "placement": "auto"}
+#: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default).
+#: replicas is not a static lever: one copy of every output (assets, and broadcasts read from several
+#: hosts, included) is not a configuration a user would run; per edge it is kept to 1:1 intermediates
+LOOP_FIELDS = {"codec": "auto", "placement": "auto", "replicas": "auto"}
 DEFAULT_MIX = "etl_columnar:scale=0.5,etl_columnar:scale=0.5,word_count"
 
 

@@ -28,7 +28,9 @@ from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputCo
 from pydantic import Field
 
 from asgard.resources.stores import ObjectKey, ObjectMissingError, ObjectStore
+from asgard.resources.stores.errors import StoreConfigError
 from asgard.resources.stores.registry import shared_store
+from asgard.resources.stores.replicas import AUTO_REPLICAS, STORE_REPLICAS, ReplicasChoice, check_replicas, choose_replicas
 from asgard.resources.stores.settings import STORAGE
 from asgard.resources.stores.stream import Stream
 
@@ -105,22 +107,26 @@ def output_codec(context: OutputContext) -> str | None:
     return value
 
 
-#: an output's metadata key keeping its chunks at one replica (1) or at the store's factor ("store")
+#: an output's metadata key naming the copies the ring keeps of its chunks (1, "store" or "auto")
 REPLICAS_METADATA_KEY = "asgard/replicas"
-REPLICAS_ALLOWED = [1, "store"]
+REPLICAS_ALLOWED = [1, STORE_REPLICAS, AUTO_REPLICAS]
 
 
-def output_replicas(context: OutputContext) -> int | None:
-    """The replicas the output's definition asks for its chunks (``Out(metadata={"asgard/replicas":
-    1})``: an intermediate its readers can re-make by re-running its step), checked before anything
-    is written; None keeps the store's factor."""
+def output_replicas(context: OutputContext, setting: str, store: ObjectStore, reads: int) -> ReplicasChoice | None:
+    """The copies of the output's chunks: its definition's ``asgard/replicas``, else the IO
+    manager's ``replicas`` (``auto`` decided here, where an asset is known: it keeps the store's
+    factor); checked before anything is written. None leaves it to the store's setting."""
     value = (context.definition_metadata or {}).get(REPLICAS_METADATA_KEY)
     value = getattr(value, "value", value)  # a MetadataValue.int or .text
-    if value is None or value == "store":
+    if value is not None:
+        try:
+            value = check_replicas(value)
+        except StoreConfigError:
+            raise OutputSettingError(_output_name(context), REPLICAS_METADATA_KEY, value, REPLICAS_ALLOWED) from None
+    elif setting != AUTO_REPLICAS:
         return None
-    if value in (1, "1") and not isinstance(value, bool):
-        return 1
-    raise OutputSettingError(_output_name(context), REPLICAS_METADATA_KEY, value, REPLICAS_ALLOWED)
+    keep = "an asset is read by later runs, on any host" if context.has_asset_key else None
+    return choose_replicas(value or setting, store.replication_factor, reads, keep, caller=value is not None)
 
 
 #: an input's (or its producer's output's) metadata key naming how its chunks are read
@@ -193,6 +199,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
     concurrency: int = described(STORAGE["concurrency"])
     signing_key: Optional[str] = described(STORAGE["signing_key"])
     placement: str = described(STORAGE["placement"])
+    replicas: str = described(STORAGE["replicas"])
 
     @abc.abstractmethod
     def connection_settings(self) -> tuple[str, dict]:
@@ -202,7 +209,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         """The settings every backend shares (lifetime, codec, size limit, chunking, signing)."""
         kwargs = dict(ttl_seconds=self.ttl_seconds, codec=self.codec, serializer=self.serializer,
                       max_object_bytes=self.max_object_bytes, concurrency=self.concurrency,
-                      placement=self.placement)
+                      placement=self.placement, replicas=self.replicas)
         if self.chunk_size_bytes:
             kwargs["chunk_size"] = self.chunk_size_bytes
         if self.signing_key is not None:
@@ -224,14 +231,15 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         store = self.store()
         key = key_for_output(context)
         codec = output_codec(context)  # the user's, per output, wins over the store's
-        replicas = output_replicas(context)
         reads = readers_of(context)
+        replicas = output_replicas(context, self.replicas, store, reads)
         # likewise; checked for the whole job first
         placement = placement_for(context, self.placement, store.server_hosts, reads)
         # a Stream is written chunk by chunk as it comes, never whole in memory
         if isinstance(obj, Stream):
-            result = store.put_stream(key, obj, replicas=replicas)
-        elif codec is not None or store.auto_codec or placement is not None or replicas is not None:
+            result = store.put_stream(key, obj, replicas=replicas, readers=reads)
+        elif (codec is not None or store.auto_codec or placement is not None or replicas is not None
+              or store.replicas != STORE_REPLICAS):
             result = store.put(key, obj, codec=codec, readers=reads, placement=placement, replicas=replicas)
         else:
             result = store.put(key, obj)
@@ -254,7 +262,8 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
             **({"codec_reason": result.codec_reason} if result.codec_reason else {}),
             **({"placement": result.placement, "placement_reason": result.placement_reason}
                if result.placement_reason else {}),
-            **({"replicas": MetadataValue.int(replicas)} if replicas is not None else {}),
+            **({"replicas": MetadataValue.int(result.replicas) if result.replicas else "store",
+                "replicas_reason": result.replicas_reason} if result.replicas_reason else {}),
         })
 
     def load_input(self, context: InputContext) -> Any:

@@ -44,3 +44,39 @@ def three_replicas() -> np.ndarray:
 @job(resource_defs={"io_manager": _io_manager()})
 def three_replicas_job():
     total(three_replicas(), kept())
+
+
+def _auto_io_manager() -> CassandraIOManager:
+    return CassandraIOManager(replicas="auto", cassandra=CassandraResource(keyspace=KEYSPACE, replication_factor=2,
+                                                                           consistency="ONE"))
+
+
+@op
+def single() -> np.ndarray:
+    return np.random.default_rng(14).random(ROWS)  # one step reads it
+
+
+@op
+def shared() -> np.ndarray:
+    return np.random.default_rng(15).random(ROWS)  # two steps read it
+
+
+@op
+def total_of(values: np.ndarray) -> float:
+    return float(values.sum())
+
+
+@op
+def largest(values: np.ndarray) -> float:
+    return float(values.max())
+
+
+@op
+def combined(a: float, b: float, c: float) -> float:
+    return a + b + c
+
+
+@job(resource_defs={"io_manager": _auto_io_manager()}, executor_def=multiprocess_executor)
+def auto_replicas_job():
+    values = shared()
+    combined(total_of(single()), total_of.alias("shared_total")(values), largest(values))

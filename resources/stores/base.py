@@ -32,6 +32,7 @@ from .errors import (
 from .manifest import Manifest, ObjectKey, crc32
 from .codec_choice import CodecChoice, choose_codec, throughput_record
 from .local_copy import PRODUCER_LOCAL, RING, LocalCopies, PlacementChoice, check_placement, placement_of_put
+from .replicas import ONE_REPLICA, STORE_REPLICAS, ReplicasChoice, check_replicas, choose_replicas
 from .results import GetResult, PutResult, Serialized  # what a put and a get return (imported from here too)
 from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
@@ -151,6 +152,9 @@ class ObjectStore(abc.ABC):
     #: the backend has no TTL of its own: an object older than ``ttl_seconds`` (by its
     #: manifest's ``created_at``) reads as missing, like a TTL'd row
     expires_on_read: bool = False
+    #: the backend keeps the copies a put asks for (``replicas``); the others keep their own
+    has_replication_factor: bool = False
+    replication_factor: int | None = None
 
     def __init__(
         self,
@@ -164,6 +168,7 @@ class ObjectStore(abc.ABC):
         signing_key: str | bytes | None = None,
         placement: str = STORAGE["placement"].default,
         local_reads: bool = True,
+        replicas: str = STORAGE["replicas"].default,
     ):
         self._check_client_options(chunk_size, concurrency)
         if ttl_seconds < 0:
@@ -182,6 +187,9 @@ class ObjectStore(abc.ABC):
         self.inline_bytes = inline_bytes
         self.signer: PayloadSigner | None = PayloadSigner(signing_key) if signing_key is not None else None
         self.placement, self.local_reads = check_placement(placement), local_reads
+        self.replicas = check_replicas(replicas)
+        if self.replicas == ONE_REPLICA and not self.has_replication_factor:
+            choose_replicas(ONE_REPLICA, None, None)  # its typed error: this store keeps its own copies
         self._local_copies: LocalCopies | None = None
 
     @property
@@ -276,7 +284,7 @@ class ObjectStore(abc.ABC):
         return Serialized(chosen.dumps(obj), chosen.name, f"{type(obj).__module__}.{type(obj).__qualname__}")
 
     def put(self, key: ObjectKey, obj: Any, codec: str | None = None, readers: int = 1,
-            placement: PlacementChoice | None = None, replicas: int | None = None) -> PutResult:
+            placement: PlacementChoice | None = None, replicas: int | ReplicasChoice | None = None) -> PutResult:
         return self.put_serialized(key, self.serialize(obj), codec, readers, placement, replicas)
 
     def identity(self) -> str:
@@ -305,6 +313,21 @@ class ObjectStore(abc.ABC):
             throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
                                               write_seconds)
 
+    def replicas_of_put(self, replicas: int | ReplicasChoice | None, readers: int | None) -> ReplicasChoice:
+        """The copies of one put's chunks: the caller's count or choice, else the store's setting
+        (``auto`` weighs ``readers``, :func:`~.replicas.choose_replicas`); None is the store's factor."""
+        if isinstance(replicas, ReplicasChoice):
+            choice = replicas
+        elif replicas is not None:
+            choice = ReplicasChoice(replicas, "chosen by the caller")  # the count is checked by version_for
+        elif self.replicas == STORE_REPLICAS:
+            return ReplicasChoice(None)
+        else:
+            choice = choose_replicas(self.replicas, self.replication_factor, readers)
+        if choice.replicas is not None and choice.replicas == self.replication_factor:
+            return ReplicasChoice(None, choice.reason)
+        return choice
+
     def version_for(self, replicas: int | None, inline: bool = False) -> str:
         """A new version for a put whose chunks keep ``replicas`` copies (None: the store's), of an
         object kept whole in its head (``inline``) or not. A store that keeps its own copies has
@@ -316,7 +339,7 @@ class ObjectStore(abc.ABC):
 
     def put_serialized(self, key: ObjectKey, serialized: Serialized, codec: str | None = None,
                        readers: int = 1, placement: PlacementChoice | None = None,
-                       replicas: int | None = None) -> PutResult:
+                       replicas: int | ReplicasChoice | None = None) -> PutResult:
         """Store frames :meth:`serialize` made; refused before anything is written if too large.
         ``codec``: this output's (a name, or ``auto``), else the store's; ``readers``: how many
         times it will be read, which a per-output codec choice weighs; ``placement``: whether a
@@ -332,7 +355,11 @@ class ObjectStore(abc.ABC):
         reason = choice.reason if choice is not None else None
         chosen_at = time.perf_counter()  # a codec's put is checked against its model without the trial
         place = placement_of_put(self.placement, placement, size, self.inline_bytes)
-        version = self.version_for(replicas, inline=size <= self.inline_bytes)
+        copies = self.replicas_of_put(replicas, readers)
+        version = self.version_for(copies.replicas, inline=size <= self.inline_bytes)
+        if copies.replicas is not None and size <= self.inline_bytes:  # its head is all of it
+            copies = ReplicasChoice(None, f"{copies.reason}; {size} bytes, stored inline in its manifest's record, "
+                                          "which keeps the store's factor")
         encoder = _ChunkEncoder(self, chosen)
         inline = copy = None
         if size <= self.inline_bytes:
@@ -375,15 +402,18 @@ class ObjectStore(abc.ABC):
             place = PlacementChoice(RING, f"{place.reason}; the local copy failed ({copy.failed}): the store has it")
         seconds = time.perf_counter() - t0
         self._observe("write", manifest, seconds, choice, time.perf_counter() - chosen_at)
-        return PutResult(key, self.uri(key), manifest, seconds, reason, place.placement, place.reason or None)
+        return PutResult(key, self.uri(key), manifest, seconds, reason, place.placement, place.reason or None,
+                         copies.replicas, copies.reason or None)
 
-    def put_stream(self, key: ObjectKey, pieces: Iterable, replicas: int | None = None) -> PutResult:
+    def put_stream(self, key: ObjectKey, pieces: Iterable, replicas: int | ReplicasChoice | None = None,
+                   readers: int = 1) -> PutResult:
         """Store the bytes of ``pieces`` (a :class:`~.stream.Stream` or any iterable of bytes-like)
         chunk by chunk, never holding more than the request window; committed by the manifest,
         written last, like :meth:`put`. ``max_object_bytes`` (a bound on what a value may take in
         memory) does not apply: a stream is bounded by the store's space. ``replicas`` as for :meth:`put`."""
         t0 = time.perf_counter()
-        version = self.version_for(replicas)
+        copies = self.replicas_of_put(replicas, readers)
+        version = self.version_for(copies.replicas)
         encoder = _ChunkEncoder(self, self.codec)
         self._write_chunks(key, version, encoder.encode(iter_chunks((memoryview(p) for p in pieces), self.chunk_size)),
                            None)
@@ -396,7 +426,8 @@ class ObjectStore(abc.ABC):
         if self.signer:
             self.signer.sign(manifest, key)
         self._write_manifest(key, manifest, None)
-        return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0)
+        return PutResult(key, self.uri(key), manifest, time.perf_counter() - t0,
+                         replicas=copies.replicas, replicas_reason=copies.reason or None)
 
     def open_stream(self, key: ObjectKey):
         """The stored object's bytes as a :class:`~.stream.Stream` that fetches its chunks on demand

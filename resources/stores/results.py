@@ -34,6 +34,9 @@ class PutResult:
     #: ``ring``, or ``producer-local`` where a copy was kept on this host too (:mod:`.local_copy`); and why
     placement: str = RING
     placement_reason: str | None = None
+    #: copies of its chunks where fewer than the store's factor (1), and why; None: the store's
+    replicas: int | None = None
+    replicas_reason: str | None = None
 
     @property
     def mb_per_s(self) -> float:

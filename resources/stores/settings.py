@@ -94,6 +94,11 @@ STORAGE = SettingGroup("storage", [
             "and a copy on the producer's host that readers there use after checking it against the manifest), "
             "'auto' (producer-local for an output whose readers all run on the producer's host, as the job's "
             "executor and topology say)."),
+    Setting("replicas", "str", "store",
+            "Copies the ring keeps of an output's chunks: 'store' (the keyspace's replication factor), '1' (one copy: "
+            "an intermediate its run can re-make by re-running its step; lost with its host), 'auto' (one for an "
+            "output a single step reads, the store's factor for one several steps read, each from the copy nearest "
+            "it, and for an asset). Only Cassandra has a count to give: the other stores take 'store' or 'auto'."),
     Setting("max_object_bytes", "int", 2 << 30,
             "Largest serialized object accepted; a larger one fails before anything is written."),
     Setting("chunk_size_bytes", "int", 0, "Bytes per chunk; 0 uses the backend's default."),

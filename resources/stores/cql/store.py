@@ -129,6 +129,7 @@ class CassandraObjectStore(ObjectStore):
     backend = "cassandra"
     # Cassandra refuses mutations over half a commitlog segment (32 MiB by default)
     max_chunk_size = 15 * MiB
+    has_replication_factor = True
 
     #: chunks received straight into the output buffer (False: decoded by the driver, then copied)
     in_place_read = True
@@ -254,10 +255,13 @@ class CassandraObjectStore(ObjectStore):
     def ping(self) -> None:
         self.requests.execute(self.session, "SELECT release_version FROM system.local")
 
-    def ensure_schema(self) -> None:
+    def ensure_schema(self, single_replica: bool = False) -> None:
         """Create the keyspace and tables now if they are missing (otherwise the first put or get
-        does): for callers that read or alter their options before any output is stored."""
+        does): for callers that read or alter their options before any output is stored; with
+        ``single_replica``, the sibling keyspace of ``replicas=1`` puts too."""
         self.statements.get("select_head")
+        if single_replica and self.replication_factor > 1:
+            self.statements_for(SINGLE_REPLICA_VERSION_SUFFIX).get("select_head")
 
     # --- replicas per object --------------------------------------------------------------
     def version_for(self, replicas: int | None, inline: bool = False) -> str:
