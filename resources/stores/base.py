@@ -32,7 +32,8 @@ from .errors import (
 from .manifest import Manifest, ObjectKey, crc32
 from .codec_choice import CodecChoice, choose_codec, throughput_record
 from .local_copy import PRODUCER_LOCAL, RING, LocalCopies, PlacementChoice, check_placement, placement_of_put
-from .replicas import ONE_REPLICA, STORE_REPLICAS, ReplicasChoice, check_replicas, choose_replicas
+from .replicas import (ONE_REPLICA, STORE_REPLICAS, ReplicasChoice, check_replicas, choose_replicas,
+                       no_count_to_give)
 from .results import GetResult, PutResult, Serialized  # what a put and a get return (imported from here too)
 from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
@@ -189,7 +190,7 @@ class ObjectStore(abc.ABC):
         self.placement, self.local_reads = check_placement(placement), local_reads
         self.replicas = check_replicas(replicas)
         if self.replicas == ONE_REPLICA and not self.has_replication_factor:
-            choose_replicas(ONE_REPLICA, None, None)  # its typed error: this store keeps its own copies
+            raise no_count_to_give()
         self._local_copies: LocalCopies | None = None
 
     @property

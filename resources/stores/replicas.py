@@ -32,6 +32,12 @@ def check_replicas(setting) -> str:
     return text
 
 
+def no_count_to_give() -> StoreConfigError:
+    """What a store that keeps its own copies (S3, Redis, files) says to ``replicas = 1``."""
+    return StoreConfigError("replicas '1': this store keeps its own copies of an object and has no count to give; "
+                            "leave replicas at 'store' (or 'auto') for it")
+
+
 def choose_replicas(requested, factor: int | None, readers: int | None, keep_reason: str | None = None,
                     caller: bool = False) -> ReplicasChoice:
     """The copies of one object: ``requested`` (a setting) against the store's ``factor`` (None: a
@@ -42,8 +48,7 @@ def choose_replicas(requested, factor: int | None, readers: int | None, keep_rea
         return ReplicasChoice(None, "chosen by the caller: the store's factor" if caller else "")
     if factor is None:
         if requested == ONE_REPLICA:
-            raise StoreConfigError("replicas '1': this store keeps its own copies of an object and has no count to "
-                                   "give; leave replicas at 'store' (or 'auto') for it")
+            raise no_count_to_give()
         return ReplicasChoice(None, "")
     if factor <= 1:
         return ReplicasChoice(None, f"the store keeps {factor} copy already" if requested == ONE_REPLICA or caller
