@@ -80,12 +80,14 @@ def readers_on_this_host(task: Any) -> tuple[bool | None, str]:
     return True, f"the CeleryExecutor routes {task.task_id} and its {len(readers)} reader(s) to queue '{mine}', one host's"
 
 
-def placement_for(setting: str, task: Any | None) -> PlacementChoice | None:
+def placement_for(setting: str, task: Any | None, store_read_mib_s=lambda: None) -> PlacementChoice | None:
     """The placement of the value ``task`` (the running task, :func:`running_task`) pushes: None
-    leaves it to the store's ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here."""
+    leaves it to the store's ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here
+    (``store_read_mib_s()``: the store's reads as measured here, what a copy saves each reader)."""
     if setting != AUTO_PLACEMENT:
         return None
     if task is None:
         return choose_placement(AUTO_PLACEMENT, None, "no task around it")
     same, why = readers_on_this_host(task)
-    return choose_placement(AUTO_PLACEMENT, same, why, len(getattr(task, "downstream_list", []) or []))
+    return choose_placement(AUTO_PLACEMENT, same, why, len(getattr(task, "downstream_list", []) or []),
+                            store_read_mib_s=store_read_mib_s())

@@ -279,7 +279,7 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
         if piece.size > store.max_object_bytes:
             raise XComValueTooLargeError(where, store.uri(okey), piece.size, store.max_object_bytes)
     task = running_task(where["dag_id"], where["task_id"])
-    placement = placement_for(store.placement, task)  # auto: its readers, the executor
+    placement = placement_for(store.placement, task, store.measured_read_mib_s)  # auto: its readers, the executor, the store's reads
     readers = readers_of(task, where["key"])  # what a per-value codec choice weighs
     try:
         _mark_run(store, where["dag_id"], where["run_id"])

@@ -234,7 +234,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
         reads = readers_of(context)
         replicas = output_replicas(context, self.replicas, store, reads)
         # likewise; checked for the whole job first
-        placement = placement_for(context, self.placement, store.server_hosts, reads)
+        placement = placement_for(context, self.placement, store.server_hosts, reads, store.measured_read_mib_s)
         # a Stream is written chunk by chunk as it comes, never whole in memory
         if isinstance(obj, Stream):
             result = store.put_stream(key, obj, replicas=replicas, readers=reads)

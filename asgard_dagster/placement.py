@@ -6,7 +6,8 @@ the IO manager's ``placement="auto"``, an output gets it where the job's executo
 say every step reading it runs on the producer's host:
 
 * the in-process and multiprocess executors run every step on one host: always (where enough
-  steps read it to pay for the copy: ``MIN_READERS_FOR_COPY``, measured);
+  steps read it to pay for the copy: ``readers_to_pay_for_copy`` of the store's reads as measured
+  here, two before any);
 * dagster-celery's executor only where the producer and every reader are tagged
   ``dagster-celery/queue`` with the same queue, other than the shared default ``dagster`` (the
   project's workers take their host's queue and the shared one: a named queue is one host's);
@@ -180,12 +181,12 @@ def readers_on_any_host(job: JobDefinition, producer: str, output: str, run_tags
 
 
 def placement_for(context: OutputContext, setting: str, server_hosts=lambda: None,
-                  reads: int | None = None) -> PlacementChoice | None:
+                  reads: int | None = None, store_read_mib_s=lambda: None) -> PlacementChoice | None:
     """The placement of the output ``context`` stores: its own metadata's, else the IO manager's
     ``setting`` (``auto`` decided here); None leaves it to the store (``ring``, nothing to show).
     Where its readers may each run on any worker's host: ``reads``, the steps that read it (a
     mapped reader's every instance), and ``server_hosts()``, the hosts the store's ring spans,
-    taken for the workers' hosts."""
+    taken for the workers' hosts; ``store_read_mib_s()``, the store's reads as measured here."""
     requested = _checked(_output_name(context), context.definition_metadata)
     if requested is None and setting not in (AUTO_PLACEMENT, PRODUCER_LOCAL):
         return None
@@ -205,5 +206,5 @@ def placement_for(context: OutputContext, setting: str, server_hosts=lambda: Non
     readers = len(_analysis(job)["readers"].get((node, context.name), []))
     steps = max(readers, reads or 0)  # a mapped reader reads it once per instance
     if readers and not same and readers_on_any_host(job, node, context.name, run_tags):
-        return choose_placement(requested or AUTO_PLACEMENT, same, why, steps, server_hosts())
-    return choose_placement(requested or AUTO_PLACEMENT, same, why, steps)
+        return choose_placement(requested or AUTO_PLACEMENT, same, why, steps, server_hosts(), store_read_mib_s())
+    return choose_placement(requested or AUTO_PLACEMENT, same, why, steps, store_read_mib_s=store_read_mib_s())

@@ -120,3 +120,10 @@ def misnamed_placement() -> np.ndarray:
 @job(resource_defs={"io_manager": _io_manager("ring")})
 def misnamed_placement_job():
     total(misnamed_placement())
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
+                                                     placement="auto", codec="auto")},
+     executor_def=multiprocess_executor)
+def one_reader_job():
+    total(single())  # a 1:1 edge: whether a copy pays turns on how fast the store reads here

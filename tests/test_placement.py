@@ -78,6 +78,36 @@ def test_readers_on_the_producers_host_read_its_local_copy_and_the_ring_keeps_ev
     assert not copy.parent.exists() and here.list_paths(f"run/{run_id}") == []
 
 
+@pytest.mark.parametrize("store_mib_s, placement, why", [
+    (100.0, "producer-local", "1 read(s) through a copy pay for it from 1 (reads through the store at 100 MiB/s"),
+    (1500.0, "ring", "a copy costs the put about what 7 reads through it save, and it has 1 (reads through the "
+                     "store at 1500 MiB/s"),
+])
+def test_a_one_reader_edge_gets_a_copy_where_the_stores_measured_reads_are_slow_enough(
+        cassandra_node, dagster_instance, tmp_path, monkeypatch, store_mib_s, placement, why):
+    """``auto`` weighs a copy by the store's reads as this host's processes measured them (a slow
+    link or a busy ring: one reader pays for it; an idle loopback node: it takes seven); reads
+    through a copy are not the store's speed and leave the measure as it was."""
+    from asgard.resources.stores.codec_choice import ThroughputRecord
+
+    from .placement_jobs import one_reader_job
+
+    monkeypatch.setenv("ASGARD_HOME", str(tmp_path / "host"))
+    store_id = CassandraObjectStore(keyspace="asgard_test").identity()
+    ThroughputRecord().observe(store_id, "read", 64 << 20, 64 / store_mib_s)  # an earlier step's read, as measured
+    with execute_job(reconstructable(one_reader_job), instance=dagster_instance) as result:
+        assert result.success
+        out = _metadata(result, "HANDLED_OUTPUT", "single")
+        read = _metadata(result, "LOADED_INPUT", "total")
+    assert out["placement"] == placement and why in out["placement_reason"], out
+    assert read.get("read_from", "ring") == ("local copy" if placement == "producer-local" else "ring"), read
+    measured = ThroughputRecord().read_mib_s(store_id)
+    if placement == "producer-local":  # its one read came from the copy: not folded into the store's
+        assert measured == pytest.approx(store_mib_s)
+    else:  # read through the store: folded in
+        assert measured != pytest.approx(store_mib_s)
+
+
 def test_a_forced_producer_local_its_readers_cannot_use_fails_before_anything_is_written(cassandra_node,
                                                                                       cassandra_store):
     from asgard_dagster import OutputSettingError, PlacementCannotServeError

@@ -265,6 +265,11 @@ class ObjectStore(abc.ABC):
         """What names this store's server and table, for records kept per store (its throughput)."""
         return self.backend
 
+    def measured_read_mib_s(self) -> float | None:
+        """This store's reads, MiB/s of raw bytes, as this machine's processes measured them (the
+        per-output choices' record); None before any."""
+        return throughput_record().read_mib_s(self.identity())
+
     def _codec_for(self, frames: list[memoryview], codec: str | None,
                    readers: int) -> tuple[Codec, CodecChoice | None]:
         """The codec of one put and, where one was made for it, the choice: ``codec`` if named (the
@@ -480,7 +485,8 @@ class ObjectStore(abc.ABC):
         for length in manifest.frames:
             frames.append(view[pos : pos + length])
             pos += length
-        self._observe("read", manifest, time.perf_counter() - t0)  # the bytes' transfer, before unpickling
+        if source == "ring":  # the bytes' transfer through the store, before unpickling (a copy's is not its speed)
+            self._observe("read", manifest, time.perf_counter() - t0)
         serializer = get_serializer(manifest.serializer) if manifest.serializer != self.serializer.name else self.serializer
         value = serializer.loads(frames)
         return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback,

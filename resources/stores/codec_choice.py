@@ -246,6 +246,10 @@ class ThroughputRecord:
         return Throughput(entry.get("write_mb_s", ASSUMED_WRITE_MB_S), entry.get("read_mb_s", ASSUMED_READ_MB_S),
                           True, factors)
 
+    def read_mib_s(self, store_id: str) -> float | None:
+        """The store's measured reads (MiB/s of raw bytes through the store), None before any."""
+        return (self._load().get(store_id) or {}).get("read_mb_s")
+
     def observe_codec(self, store_id: str, codec: str, model_seconds: float, seconds: float) -> None:
         """Fold one put with ``codec``, which the model expected to take ``model_seconds`` (its
         compression and write) and took ``seconds``, into the codec's factor."""

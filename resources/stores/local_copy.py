@@ -69,33 +69,56 @@ def check_placement(value: Any, where: str = "placement") -> str:
     return value
 
 
-#: readers on the producer's host from which ``auto`` keeps a copy. Measured here (docs/results/
-#: issue37-placement.txt): keeping the copy adds 0.24 s to a 256 MiB put (0.05 s at 64 MiB) and a
-#: read through it saves 0.118 s (0.019 s): one reader loses, two break even at 256 MiB
+#: readers on the producer's host from which ``auto`` keeps a copy while the store's reads are not
+#: measured here. Measured on loopback (docs/results/issue37-placement.txt): keeping the copy adds
+#: 0.24 s to a 256 MiB put (0.05 s at 64 MiB) and a read through it saves 0.118 s (0.019 s): one
+#: reader loses, two break even at 256 MiB
 MIN_READERS_FOR_COPY = 2
+#: a read through a copy, and what keeping one adds to a put, in MiB/s of its bytes (the same
+#: measurement: 1885-1890 MiB/s reads; +0.24 s on a 256 MiB put)
+COPY_READ_MIB_S, COPY_WRITE_MIB_S = 1890.0, 1067.0
+
+
+def readers_to_pay_for_copy(store_read_mib_s: float | None) -> tuple[int, str]:
+    """Readers on the producer's host from which a copy saves more than it costs, and the figure it
+    rests on: each read through the copy saves reading through the store (at ``store_read_mib_s``,
+    as this machine's processes measured it) less reading the copy; keeping it costs its write.
+    Behind a slower link or a busier ring one reader pays; on an idle loopback node two."""
+    if store_read_mib_s is None:
+        return MIN_READERS_FOR_COPY, "store reads not measured here yet"
+    where = f"reads through the store at {store_read_mib_s:.0f} MiB/s (measured here), the copy at {COPY_READ_MIB_S:.0f}"
+    saving = 1 / store_read_mib_s - 1 / COPY_READ_MIB_S
+    if saving <= 0:
+        return 1_000_000, where
+    return max(1, round((1 / COPY_WRITE_MIB_S) / saving)), where
 
 
 def choose_placement(requested: str, same_host: bool | None, why: str, readers: int | None = None,
-                     any_of_hosts: int | None = None) -> PlacementChoice:
+                     any_of_hosts: int | None = None, store_read_mib_s: float | None = None) -> PlacementChoice:
     """The placement of one output: the caller's ``ring`` or ``producer-local`` as asked; for
     ``auto``, ``producer-local`` where every reader runs on the producer's host (``same_host``,
     as the caller's executor and topology say, with ``why``) and they are enough to pay for the
-    copy (``readers``, where the caller knows them: :data:`MIN_READERS_FOR_COPY`), else ``ring``.
-    Readers that may each run on any of ``any_of_hosts`` hosts (a shared queue) get the copy as a
-    cache where the share of them expected on this host is still enough; the rest read the ring."""
+    copy (``readers``, where the caller knows them: :func:`readers_to_pay_for_copy` of the store's
+    measured ``store_read_mib_s``), else ``ring``. Readers that may each run on any of
+    ``any_of_hosts`` hosts (a shared queue) get the copy as a cache where the share of them
+    expected on this host is still enough; the rest read the ring."""
     check_placement(requested)
     if requested != AUTO_PLACEMENT:
         return PlacementChoice(requested, f"chosen by the caller ({why})" if why else "chosen by the caller")
+    needed, basis = readers_to_pay_for_copy(store_read_mib_s)
     if not same_host and any_of_hosts and readers:
         here = readers / any_of_hosts
-        if here >= MIN_READERS_FOR_COPY:
+        if here >= needed:
             return PlacementChoice(PRODUCER_LOCAL, f"auto: {why}; of its {readers} readers about {here:.1f} run on "
                                    f"this host (1 in {any_of_hosts}): a copy here serves them, the ring the rest")
         return PlacementChoice(RING, f"auto: {why}; of its {readers} reader(s) about {here:.1f} would run on this "
-                                     f"host (1 in {any_of_hosts}), under the {MIN_READERS_FOR_COPY} a copy costs")
-    if same_host and readers is not None and readers < MIN_READERS_FOR_COPY:
-        return PlacementChoice(RING, f"auto: {why}, but a copy costs the put about what {MIN_READERS_FOR_COPY} "
-                                     f"reads through it save, and it has {readers}")
+                                     f"host (1 in {any_of_hosts}), under the {needed} a copy costs ({basis})")
+    if same_host and readers is not None and readers < needed:
+        return PlacementChoice(RING, f"auto: {why}, but a copy costs the put about what {needed} "
+                                     f"reads through it save, and it has {readers} ({basis})")
+    if same_host and readers is not None:
+        return PlacementChoice(PRODUCER_LOCAL, f"auto: {why}; {readers} read(s) through a copy pay for it "
+                                               f"from {needed} ({basis})")
     if same_host:
         return PlacementChoice(PRODUCER_LOCAL, f"auto: {why}")
     return PlacementChoice(RING, f"auto: {why}")
