@@ -82,6 +82,7 @@ def test_readers_on_the_producers_host_read_its_local_copy_and_the_ring_keeps_ev
     (100.0, "producer-local", "1 read(s) through a copy pay for it from 1 (reads through the store at 100 MiB/s"),
     (1500.0, "ring", "a copy costs the put about what 7 reads through it save, and it has 1 (reads through the "
                      "store at 1500 MiB/s"),
+    (4000.0, "ring", "a copy saves its readers nothing (reads through the store at 4000 MiB/s"),
 ])
 def test_a_one_reader_edge_gets_a_copy_where_the_stores_measured_reads_are_slow_enough(
         cassandra_node, dagster_instance, tmp_path, monkeypatch, store_mib_s, placement, why):

@@ -77,6 +77,8 @@ MIN_READERS_FOR_COPY = 2
 #: a read through a copy, and what keeping one adds to a put, in MiB/s of its bytes (the same
 #: measurement: 1885-1890 MiB/s reads; +0.24 s on a 256 MiB put)
 COPY_READ_MIB_S, COPY_WRITE_MIB_S = 1890.0, 1067.0
+#: the readers a copy needs where the store reads as fast as one: no count of readers is enough
+COPY_NEVER_PAYS = 1_000_000
 
 
 def readers_to_pay_for_copy(store_read_mib_s: float | None) -> tuple[int, str]:
@@ -84,12 +86,12 @@ def readers_to_pay_for_copy(store_read_mib_s: float | None) -> tuple[int, str]:
     rests on: each read through the copy saves reading through the store (at ``store_read_mib_s``,
     as this machine's processes measured it) less reading the copy; keeping it costs its write.
     Behind a slower link or a busier ring one reader pays; on an idle loopback node two."""
-    if store_read_mib_s is None:
+    if not store_read_mib_s or store_read_mib_s <= 0:  # none yet (or a record edited by hand)
         return MIN_READERS_FOR_COPY, "store reads not measured here yet"
     where = f"reads through the store at {store_read_mib_s:.0f} MiB/s (measured here), the copy at {COPY_READ_MIB_S:.0f}"
     saving = 1 / store_read_mib_s - 1 / COPY_READ_MIB_S
     if saving <= 0:
-        return 1_000_000, where
+        return COPY_NEVER_PAYS, f"{where}: the store reads as fast as a copy"
     return max(1, round((1 / COPY_WRITE_MIB_S) / saving)), where
 
 
@@ -111,9 +113,12 @@ def choose_placement(requested: str, same_host: bool | None, why: str, readers: 
         if here >= needed:
             return PlacementChoice(PRODUCER_LOCAL, f"auto: {why}; of its {readers} readers about {here:.1f} run on "
                                    f"this host (1 in {any_of_hosts}): a copy here serves them, the ring the rest")
+        under = "and a copy saves them nothing" if needed == COPY_NEVER_PAYS else f"under the {needed} a copy costs"
         return PlacementChoice(RING, f"auto: {why}; of its {readers} reader(s) about {here:.1f} would run on this "
-                                     f"host (1 in {any_of_hosts}), under the {needed} a copy costs ({basis})")
+                                     f"host (1 in {any_of_hosts}), {under} ({basis})")
     if same_host and readers is not None and readers < needed:
+        if needed == COPY_NEVER_PAYS:
+            return PlacementChoice(RING, f"auto: {why}, but a copy saves its readers nothing ({basis})")
         return PlacementChoice(RING, f"auto: {why}, but a copy costs the put about what {needed} "
                                      f"reads through it save, and it has {readers} ({basis})")
     if same_host and readers is not None:
