@@ -1,0 +1,93 @@
+"""The surrogate's labels' retest noise by measurement window (issue 37, item 4, its first step).
+
+A label is a configuration's throughput over the default's on one workload, the geometric mean of
+``pairs`` ABBA pairs of ``duration`` seconds each (asgard.tuner.calibrate). This script measures
+the same (configuration, workload) labels twice, in two passes, under several (duration, pairs)
+settings, interleaved: pass 1 runs every setting, then pass 2 does (so the machine's drift hits
+every setting alike). Its figure, per setting, is calibrate's: how far one pass's label lands from
+the other's, mean absolute % both ways (asgard.tuner.dataset.retest_error_pct).
+
+    .venv/bin/python scripts/label_noise.py --settings 1x2,3x2,1x6 --random 2 [--json]
+
+It starts the tuner's own node (127.0.0.5, as ``asgard tune calibrate``) and stops it after.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+
+
+def parse_settings(text: str) -> list[tuple[float, int]]:
+    """``"1x2,3x2"`` -> [(1.0, 2), (3.0, 2)]: seconds per side x ABBA pairs."""
+    out = []
+    for part in text.split(","):
+        seconds, pairs = part.lower().split("x")
+        out.append((float(seconds), int(pairs)))
+    return out
+
+
+def main() -> None:
+    from asgard.resources.stores.cql import CassandraObjectStore
+    from asgard.tuner.calibrate import CALIBRATED
+    from asgard.tuner.dataset import retest_error_pct
+    from asgard.tuner.knobs import KNOBS, NO_RESTART, Configuration, random_configuration
+    from asgard.tuner.measure import Interleaver
+    from asgard.tuner.node import TunerNode
+    from asgard.tuner.workload import dag_workloads
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--settings", default="1x2,3x2,1x6", help="seconds x pairs, comma-separated")
+    ap.add_argument("--random", type=int, default=2, help="random no-restart configurations beside the A/A one")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--index", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    settings = parse_settings(args.settings)
+    rng = random.Random(args.seed)
+    live = [k for k in CALIBRATED if KNOBS[k].apply in NO_RESTART]
+    default = Configuration()
+    configs = [("aa", default)] + [(f"random{i + 1}", random_configuration(live, rng)) for i in range(args.random)]
+    workloads = dag_workloads()
+    node = TunerNode(index=args.index, heap="2G")
+    if not node.is_running():
+        node.start()
+    store = CassandraObjectStore(**node.client_options(), keyspace="asgard_label_noise")
+    labels: dict[tuple[float, int], dict[tuple[str, str], list[float]]] = {s: {} for s in settings}
+    t0 = time.time()
+    try:
+        store.ping()
+        for passes in (1, 2):
+            for seconds, pairs in settings:
+                bench = Interleaver(node, store, duration_s=seconds)
+                for name, config in configs:
+                    for comp in bench.compare(default, config, workloads, pairs=pairs):
+                        labels[(seconds, pairs)].setdefault((name, comp.workload.name), []).append(comp.ratio())
+                bench.switch(default, workloads)  # the next setting starts from the default
+                print(f"pass {passes} {seconds:g}s x {pairs} pairs done at {time.time() - t0:.0f}s: "
+                      + json.dumps({f"{n}/{w}": r for (n, w), r in labels[(seconds, pairs)].items()}), flush=True)
+    finally:
+        node.stop()
+    result = {}
+    for (seconds, pairs), rows in labels.items():
+        as_rows = [{"replicate_ratios": ratios} for ratios in rows.values()]
+        aa = [{"replicate_ratios": r} for (name, _), r in rows.items() if name == "aa"]
+        result[f"{seconds:g}x{pairs}"] = {
+            "seconds_per_side": seconds, "pairs": pairs, "labels": len(rows),
+            "measured_seconds_per_label": round(seconds * pairs * 2, 1),
+            "retest_error_pct": retest_error_pct(as_rows), "retest_error_pct_aa": retest_error_pct(aa),
+            "labels_by_pass": {f"{n}/{w}": [round(x, 4) for x in r] for (n, w), r in sorted(rows.items())}}
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{len(configs)} configurations ({', '.join(n for n, _ in configs)}) x {len(workloads)} DAG workloads, "
+          f"two passes, settings interleaved; {time.time() - t0:.0f} s")
+    print(f"{'setting':<10} {'s/label':>8} {'retest %':>9} {'A/A retest %':>13}")
+    for key, r in result.items():
+        print(f"{key:<10} {r['measured_seconds_per_label']:>8} {r['retest_error_pct']:>9} {r['retest_error_pct_aa']:>13}")
+
+
+if __name__ == "__main__":
+    main()
