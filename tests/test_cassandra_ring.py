@@ -1,11 +1,16 @@
-"""A 3-instance local ring (127.0.0.11-13): one run's outputs spread over every instance."""
+"""A 3-instance local ring (127.0.0.11-13): one run's outputs spread over every instance; and a
+2-instance ring's start (127.0.0.3/.4) whose seed does not answer the member's first shadow round."""
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 
 import pytest
 
 from asgard.resources.cassandra import CassandraCluster
+from asgard.resources.cassandra.nodetool import ring_status
 
 MiB = 1024 * 1024
 
@@ -310,3 +315,41 @@ def test_no_instance_spins_on_its_default_role_setup(ring):
             retries = sum(1 for line in log if b"skipped default role setup" in line)
         assert retries <= 10 * seconds, (node.address, retries, seconds)
 
+
+def test_a_member_whose_seed_does_not_answer_gossip_is_started_again_with_a_longer_shadow_round(tmp_path):
+    """A seed starved of CPU (here: stopped with SIGSTOP) does not answer the joining member's
+    shadow round, which fails "Unable to gossip with any peers"; the ring's start starts the member
+    once more with a longer window (ring_delay_ms), and the seed, back, answers it."""
+    from asgard.resources.cassandra.cluster import NO_GOSSIP_PEERS, SECOND_START_RING_DELAY_MS
+
+    ring = CassandraCluster(nodes=2, first_index=3, heap="1G", workdir=tmp_path)
+    seed, member = ring.nodes
+    resumed = threading.Event()
+
+    def resume_seed_after_the_first_failure():
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not resumed.is_set():
+            if member.log_file.exists() and NO_GOSSIP_PEERS in member.log_file.read_text(errors="replace"):
+                break
+            time.sleep(0.2)
+        os.kill(seed.pid(), signal.SIGCONT)
+        resumed.set()
+
+    try:
+        seed.start()
+        # stopped, its CQL port still accepts (the kernel's backlog): the ring's start finds it up
+        os.kill(seed.pid(), signal.SIGSTOP)
+        watcher = threading.Thread(target=resume_seed_after_the_first_failure, daemon=True)
+        watcher.start()
+        ring.start()
+        watcher.join()
+        launches = [line for line in member.log_file.read_text().splitlines() if line.startswith("=== start")]
+        assert len(launches) == 2  # one that found no seed, one that joined
+        assert "-Dcassandra.ring_delay_ms=0" in launches[0]
+        assert f"-Dcassandra.ring_delay_ms={SECOND_START_RING_DELAY_MS}" in launches[1]  # after the 0: it wins
+        assert ring_status(seed.nodetool("status")) == {"127.0.0.3": "UN", "127.0.0.4": "UN"}
+    finally:
+        if not resumed.is_set() and seed.pid():
+            os.kill(seed.pid(), signal.SIGCONT)
+        resumed.set()
+        ring.stop()

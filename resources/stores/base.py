@@ -25,10 +25,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator
 
-from .errors import (
-    ChecksumMismatchError, CorruptChunkError, CorruptManifestError, ObjectMissingError, ObjectTooLargeError,
-    StoreConfigError,
-)
+from .errors import (ChecksumMismatchError, CorruptChunkError, CorruptManifestError, ObjectMissingError,
+                     ObjectTooLargeError, StoreConfigError)
 from .manifest import Manifest, ObjectKey, crc32
 from .codec_choice import CodecChoice, choose_codec, throughput_record
 from .head_record import HEAD_MAGIC, pack_head, unpack_head  # noqa: F401 -- the stores import them from here
@@ -266,8 +264,7 @@ class ObjectStore(abc.ABC):
         return self.backend
 
     def measured_read_mib_s(self) -> float | None:
-        """This store's reads, MiB/s of raw bytes, as this machine's processes measured them (the
-        per-output choices' record); None before any."""
+        """This store's raw-byte reads in MiB/s as this machine's processes measured them, None before any."""
         return throughput_record().read_mib_s(self.identity())
 
     def _codec_for(self, frames: list[memoryview], codec: str | None,
@@ -284,8 +281,8 @@ class ObjectStore(abc.ABC):
 
     def _observe(self, kind: str, manifest: Manifest, seconds: float, choice: CodecChoice | None = None,
                  write_seconds: float = 0.0) -> None:
-        """A put or get of raw bytes, timed, for the next per-output codec choices; a put with a
-        codec the choice made (``write_seconds`` after it), against what the model expected of it."""
+        """A put or get of raw bytes, timed, for the next per-output choices; a put with a codec the
+        choice made (``write_seconds`` after it), against what the model expected of it."""
         if self.auto_codec and manifest.codec == NoCodec.name:
             throughput_record().observe(self.identity(), kind, manifest.size, seconds)
         elif choice is not None and choice.model_write_seconds:
