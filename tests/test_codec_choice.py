@@ -182,3 +182,26 @@ def test_a_codec_whose_puts_take_longer_than_its_model_stops_winning(cassandra_n
                              throughput=Throughput(50.0, 50.0, True, {chosen.codec: high}))
     assert penalised.codec != chosen.codec, penalised
     assert f"{chosen.codec} puts {high:.2f}x the model here" in penalised.reason, penalised.reason
+
+
+def test_a_short_put_off_its_model_barely_moves_the_choice_for_long_ones(tmp_path):
+    """Each put counts by its seconds: one 10 ms put of a small table at 1.9x its model (the cloud
+    day's customers table, which set lz4's factor for every orders partition after it) leaves a
+    codec that wins a large output winning it; a second of puts moves the record as far as it saw."""
+    from asgard.resources.stores.codec_choice import CpuShare
+
+    frames = [memoryview(np.random.default_rng(7).integers(0, 4, 2_000_000).astype(np.int64)).cast("B")]
+    record = ThroughputRecord(tmp_path / "throughput.json")
+    record.observe("s", "write", 64 << 20, 0.5)  # a large put as is: 128 MiB/s
+    record.observe("s", "read", 64 << 20, 0.4)
+    alone = CpuShare(1.0, 1)
+    before = choose_codec(frames, readers=1, throughput=record.read("s"), share=alone)
+    assert before.codec in ("lz4", "zstd"), before.reason
+    record.observe_codec("s", before.codec, model_seconds=0.0105, seconds=0.02)  # 1.9x, for 20 ms
+    record.observe("s", "write", 1 << 20, 0.05)  # a 1 MiB put's fixed costs: 20 MiB/s
+    short = record.read("s")
+    assert 1.0 < short.write_factors[before.codec] < 1.01 and short.write_mb_s > 120, short
+    after = choose_codec(frames, readers=1, throughput=short, share=alone)
+    assert after.codec == before.codec, after.reason
+    record.observe_codec("s", before.codec, model_seconds=2.0, seconds=3.0)  # seconds of puts at 1.5x
+    assert 1.3 < record.read("s").write_factors[before.codec] < 1.5, record.read("s")  # most of the way

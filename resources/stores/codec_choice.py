@@ -49,6 +49,11 @@ MARGIN = 0.10
 #: a codec's put may take this many times its model at most, or this share of it at least, in the
 #: record: one put stalled by a restart must not rule a codec out for good
 WRITE_FACTOR_BOUNDS = (0.25, 8.0)
+#: seconds of puts or gets that move the record's average all the way to what they saw: each one
+#: counts by its seconds, so a 10 ms put of a small table barely moves what decides a 1 s put
+#: (the cloud day of 2026-11-28: one 1.88x put of the customers table set lz4's factor for every
+#: orders partition after it). Assumption: about one data-heavy step's store time there (1-2 s a put)
+RECORD_HORIZON_S = 4.0
 #: a store's raw-byte MB/s until measured here (assumption: loopback Cassandra, 16 MiB objects,
 #: write 435.8 / read 824.7 MB/s, docs/results/bench-io.txt)
 ASSUMED_WRITE_MB_S, ASSUMED_READ_MB_S = 435.8, 824.7
@@ -226,10 +231,8 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
 class ThroughputRecord:
     """A store's raw-byte MB/s as this machine's processes saw it, in a small JSON file (each step
     is a process of its own, so one process rarely measures enough itself): a moving average of
-    puts and gets of ``AUTO_MIN_BYTES`` or more stored as they are, by store (backend and endpoint)."""
-
-    #: weight of a new observation in the moving average
-    WEIGHT = 0.3
+    puts and gets of ``AUTO_MIN_BYTES`` or more stored as they are, each weighted by its seconds
+    (``RECORD_HORIZON_S``), by store (backend and endpoint)."""
 
     def __init__(self, path: Path | None = None):
         self.path = path or default_record_path()
@@ -252,7 +255,8 @@ class ThroughputRecord:
 
     def observe_codec(self, store_id: str, codec: str, model_seconds: float, seconds: float) -> None:
         """Fold one put with ``codec``, which the model expected to take ``model_seconds`` (its
-        compression and write) and took ``seconds``, into the codec's factor."""
+        compression and write) and took ``seconds``, into the codec's factor; a codec not seen yet
+        starts from the model's own word (1), so its first put weighs only its seconds."""
         if model_seconds <= 0 or seconds <= 0:
             return
         low, high = WRITE_FACTOR_BOUNDS
@@ -260,12 +264,15 @@ class ThroughputRecord:
         with self._lock:
             data = self._load(fresh=True)
             factors = data.setdefault(store_id, {}).setdefault("write_factors", {})
-            factors[codec] = self._averaged(factors.get(codec), now)
+            factors[codec] = self._averaged(factors.get(codec, 1.0), now, seconds)
             self._save(data)
 
-    def _averaged(self, old: float | None, now: float) -> float:
-        """``now`` folded into the moving average ``old`` (``now`` itself for the first)."""
-        return now if old is None else (1 - self.WEIGHT) * old + self.WEIGHT * now
+    @staticmethod
+    def _averaged(old: float | None, now: float, seconds: float) -> float:
+        """``now``, seen over ``seconds``, folded into the moving average ``old`` (``now`` itself
+        for the first)."""
+        weight = min(1.0, seconds / RECORD_HORIZON_S)
+        return now if old is None else (1 - weight) * old + weight * now
 
     def observe(self, store_id: str, kind: str, size: int, seconds: float) -> None:
         """Fold one put (``kind`` "write") or get ("read") of ``size`` raw bytes into the record."""
@@ -275,7 +282,7 @@ class ThroughputRecord:
             data = self._load(fresh=True)
             entry = data.setdefault(store_id, {})
             field = f"{kind}_mb_s"
-            entry[field] = self._averaged(entry.get(field), size / MiB / seconds)
+            entry[field] = self._averaged(entry.get(field), size / MiB / seconds, seconds)
             self._save(data)
 
     def _load(self, fresh: bool = False) -> dict:
