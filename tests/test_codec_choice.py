@@ -185,9 +185,9 @@ def test_a_codec_whose_puts_take_longer_than_its_model_stops_winning(cassandra_n
 
 
 def test_a_short_put_off_its_model_barely_moves_the_choice_for_long_ones(tmp_path):
-    """Each put counts by its seconds: one 10 ms put of a small table at 1.9x its model (the cloud
+    """Each put counts by its seconds: one 20 ms put of a small table at 1.9x its model (the cloud
     day's customers table, which set lz4's factor for every orders partition after it) leaves a
-    codec that wins a large output winning it; a second of puts moves the record as far as it saw."""
+    codec that wins a large output winning it; seconds of puts move the record most of the way."""
     from asgard.resources.stores.codec_choice import CpuShare
 
     frames = [memoryview(np.random.default_rng(7).integers(0, 4, 2_000_000).astype(np.int64)).cast("B")]
