@@ -11,16 +11,16 @@ It brings the profile's Cassandra up in its namespace and takes it down after.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
 import time
 import uuid
 
-import psutil
-
 from asgard.pipelines.etl_columnar import orders_partition
 from asgard.resources.network.deployment import Deployment
+from asgard.resources.process import process_cpu_seconds
 from asgard.resources.stores import ObjectKey
 from asgard.resources.stores.cql import CassandraObjectStore
 
@@ -28,20 +28,13 @@ MiB = 1 << 20
 CODECS = ("none", "lz4")
 
 
-def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
-def servers() -> dict[str, psutil.Process]:
-    """The Cassandra node and the Toxiproxy in front of it, by their command lines."""
-    found = {}
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "CassandraDaemon" in cmd:
-            found["cassandra"] = p
-        elif "toxiproxy" in cmd:
-            found.setdefault("proxy", p)
+def servers(deployment: Deployment) -> dict[str, int]:
+    """The pids of the profile's own Cassandra node and the Toxiproxy in front of it (a plain
+    loopback has no proxy)."""
+    found = {"cassandra": deployment.server("cassandra").pid()}
+    proxy = deployment.proxy("cassandra")
+    if proxy is not None:
+        found["proxy"] = proxy.pid()
     return found
 
 
@@ -59,7 +52,7 @@ def main() -> None:
                                  replication_factor=1)
     serialized = store.serialize(orders_partition(0.5, 4, 0, 0))
     size = sum(f.nbytes for f in serialized.frames)
-    procs, me = servers(), psutil.Process()
+    procs, me = servers(deployment), os.getpid()
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
     seen = {c: {"put": [], "get": [], "client": [], **{k: [] for k in procs}} for c in CODECS}
     scope = f"run/cpu-ab-{uuid.uuid4().hex[:8]}"
@@ -68,8 +61,8 @@ def main() -> None:
             store.put_serialized(ObjectKey(scope, f"warm-{codec}"), serialized, codec=codec)
         for r in range(args.rounds):
             for codec in CODECS if r % 2 == 0 else CODECS[::-1]:
-                before = {k: cpu_seconds(p) for k, p in procs.items()}
-                mine = cpu_seconds(me)
+                before = {k: process_cpu_seconds(pid) for k, pid in procs.items()}
+                mine = process_cpu_seconds(me)
                 for b in range(args.block):
                     key = ObjectKey(scope, f"{codec}-{r}-{b}")
                     seen[codec]["put"].append(store.put_serialized(key, serialized, codec=codec).seconds)
@@ -77,9 +70,9 @@ def main() -> None:
                     store.get(key)
                     seen[codec]["get"].append(time.perf_counter() - t0)
                 time.sleep(3)  # the flush and compaction the block started
-                seen[codec]["client"].append(cpu_seconds(me) - mine)
-                for k, p in procs.items():
-                    seen[codec][k].append(cpu_seconds(p) - before[k])
+                seen[codec]["client"].append(process_cpu_seconds(me) - mine)
+                for k, pid in procs.items():
+                    seen[codec][k].append(process_cpu_seconds(pid) - before[k])
                 print(codec, r, {k: round(v[-1], 3) for k, v in seen[codec].items()}, flush=True)
     finally:
         for hog in hogs:
