@@ -24,12 +24,12 @@ must equal each other and the expected newest values.
 """
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from asgard.resources.cassandra import CassandraCluster
 from asgard.resources.stores.cql import build_cluster
+
+from .driver_view import wait_driver_sees
 
 FIRST_INDEX = 22  # 127.0.0.22 and .23 (JMX 7220, 7221): no other test uses them
 KEYS = range(50)
@@ -44,17 +44,6 @@ OVERRIDES = {"endpoint_snitch": "RackInferringSnitch", "dynamic_snitch": False}
 
 def _newest(k: int) -> list[tuple[int, str]]:
     return [] if k in DELETED else [(0, "new"), (1, "new")]
-
-
-def _wait_up(cluster, address: str, timeout: float = 60) -> object:
-    """The driver's Host for ``address`` once it sees it up (after a member's restart)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        host = next((h for h in cluster.metadata.all_hosts() if h.address == address), None)
-        if host is not None and host.is_up:
-            return host
-        time.sleep(0.2)
-    raise AssertionError(f"the driver did not see {address} up within {timeout:.0f}s")
 
 
 def run_scenario(ring: CassandraCluster) -> dict[str, object]:
@@ -75,7 +64,7 @@ def run_scenario(ring: CassandraCluster) -> dict[str, object]:
         return [(r.c, r.v) for r in run("SELECT c, v FROM rr.kv WHERE k = %s", cl, host, (k,))]
 
     try:
-        fresh_host, stale_host = _wait_up(cluster, fresh.address), _wait_up(cluster, stale.address)
+        fresh_host, stale_host = wait_driver_sees(cluster, fresh.address), wait_driver_sees(cluster, stale.address)
         session.execute("CREATE KEYSPACE rr WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}")
         # BLOCKING read repair is 5.0's default, said here because it is what is tested; no
         # speculative read to the other replica at ONE
@@ -96,7 +85,7 @@ def run_scenario(ring: CassandraCluster) -> dict[str, object]:
                 run("UPDATE rr.kv SET v = 'new' WHERE k = %s AND c IN (0, 1)", CL.ONE, fresh_host, (k,))
         stale.start()  # 3.
         ring.wait_converged()
-        stale_host = _wait_up(cluster, stale.address)
+        stale_host = wait_driver_sees(cluster, stale.address)
         answers["stale before"] = {k: rows_of(k, CL.ONE, stale_host) for k in KEYS}
 
         for k in sorted(READ_AT_ALL_BY_STALE):  # 4.

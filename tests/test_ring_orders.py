@@ -25,6 +25,8 @@ from asgard.resources.cassandra.orders import (
     OrderSupersededError, RingControl, UnsafeToDrainError, ensure_control_schema,
 )
 
+from .driver_view import wait_driver_sees
+
 FIRST_INDEX = 26
 
 
@@ -68,16 +70,6 @@ def _setting(session, node, name: str) -> str:
     return session.execute("SELECT value FROM system_views.settings WHERE name = %s", (name,), host=host).one().value
 
 
-def _wait_driver_sees(session, node, up: bool, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        host = next(h for h in session.cluster.metadata.all_hosts() if h.address == node.address)
-        if bool(host.is_up) == up:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the driver did not see {node.address} {'up' if up else 'down'} within {timeout:.0f}s")
-
-
 def test_an_empty_hints_answer_is_trusted_only_from_the_settle_time():
     # pending_hints reads empty while the file being written is not closed yet: the wait goes on
     t0 = time.monotonic()
@@ -105,7 +97,7 @@ def test_a_member_is_not_drained_while_another_is_down_nor_while_hints_for_it_ar
     session.execute("CREATE TABLE IF NOT EXISTS asgard_orders.kv (k int PRIMARY KEY, v text)", timeout=60)
     second.stop()
     try:
-        _wait_driver_sees(session, second, up=False)
+        wait_driver_sees(session.cluster, second.address, up=False)
         t0 = time.monotonic()
         with pytest.raises(UnsafeToDrainError, match=r"127.0.0.26 was not taken down.*127.0.0.27 is down") as raised:
             agent.poll_once()
@@ -173,7 +165,7 @@ def test_a_member_that_joins_later_starts_on_the_newest_orders_overrides_and_rep
     late = _agents(ring, session, name)[1]
     restarts = _restarts(second)
     assert late.start_members() == [second]
-    _wait_driver_sees(session, second, up=True)
+    wait_driver_sees(session.cluster, second.address, up=True)
     [record] = late.poll_once()
     assert record["in_force_at_start"] and not record["restart"]
     assert _restarts(second) == restarts  # no restart for either order
