@@ -213,13 +213,15 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
         try:
             day.switch(Configuration())
             apps = list(dict.fromkeys(app for app, _ in cfg.mix))
-            # one untimed run of each pipeline: the forkserver, and the history the topology analyzer reads
+            # one untimed run of each pipeline: the forkserver, the history the topology analyzer reads,
+            # and, on the loop's per-edge fields, the throughput record it chooses from (as best_static
+            # learns from its untimed probes)
             warm: dict[str, float] = {}
             for app, sizes in cfg.mix:
                 if app not in warm:
                     say(f"[{network}] warm-up: {app}")
                     row, _, _ = run_one(instance, -1, "warmup", app, "cassandra", sizes, prices, cfg.max_concurrent,
-                                        None, network, None)
+                                        None, network, dict(LOOP_FIELDS))
                     warm[app] = row["e2e_s"]
             from asgard_dagster.topology import analyze_with_history
 

@@ -10,8 +10,13 @@ from click.testing import CliRunner
 from asgard.cli import main
 
 
-def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(cassandra_node, tmp_path):
+def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(cassandra_node, tmp_path, monkeypatch):
+    from asgard.resources.stores.codec_choice import default_record_path
     from asgard_dagster.retune import applied_config_file
+
+    # a throughput record of this day's own, empty at its start (steps are processes: by environment)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_record_path() == tmp_path / "cache" / "asgard" / "throughput.json"
 
     overrides_before = cassandra_node.overrides()
     state_before = applied_config_file().read_text() if applied_config_file().exists() else None
@@ -70,6 +75,12 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
             partitions = r["edges"]["filter_orders.result"]
             for reason in (x for x in partitions["reasons"] if x.startswith("placement")):
                 assert ("a copy costs the put about what" in reason or "through a copy pay for it" in reason), reason
+    # the warm-up ran on the loop's fields: its first round chose codecs on the store as measured here
+    codec_reasons = [x for d in full["days"] if d["variant"] == "loop" for r in d["runs"]
+                     for edge in r["edges"].values() for x in edge["reasons"] if x.startswith("codec")]
+    assert any("(measured here)" in x for x in codec_reasons), codec_reasons
+    assert not any("not yet measured here" in x for x in codec_reasons), codec_reasons
+    assert default_record_path().exists()
     # the loop: the sensor asks for a retune before the first round, not before the second (same mix)
     assert [d["sensor"] for d in full["decisions"]] == ["retune", "skip"]
     # the node is as it was found: its yaml overrides and the retune job's state file
