@@ -193,7 +193,8 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
 
     ttl_seconds: int = described(STORAGE["ttl_seconds"], also="0 keeps them until purged.")
     codec: str = described(STORAGE["codec"])
-    serializer: str = Field(default="pickle5", description="Value serializer (pickle protocol 5, out-of-band buffers).")
+    serializer: str = Field(default="pickle5", description="Value serializer (pickle protocol 5, out-of-band "
+                                                           "buffers, each stored 64-byte aligned).")
     max_object_bytes: int = described(STORAGE["max_object_bytes"])
     chunk_size_bytes: int = described(STORAGE["chunk_size_bytes"])
     concurrency: int = described(STORAGE["concurrency"])

@@ -19,7 +19,6 @@ size limits and timing live here once.
 from __future__ import annotations
 
 import abc
-import mmap
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,7 @@ from .local_copy import PRODUCER_LOCAL, RING, LocalCopies, PlacementChoice, chec
 from .replicas import (ONE_REPLICA, STORE_REPLICAS, ReplicasChoice, check_replicas, choose_replicas,
                        no_count_to_give)
 from .results import GetResult, PutResult, Serialized  # what a put and a get return (imported from here too)
+from .buffers import aligned, copy_to_output_buffer, output_buffer  # noqa: F401 -- output_buffer: scripts swap it here
 from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
 from .signing import PayloadSigner
@@ -252,7 +252,7 @@ class ObjectStore(abc.ABC):
     def serialize(self, obj: Any, serializer: str | None = None) -> Serialized:
         """``obj`` as the frames a put writes (by the store's serializer, or the one named): a caller
         that must size several objects before writing any serializes them first."""
-        chosen = self.serializer if serializer in (None, self.serializer.name) else get_serializer(serializer)
+        chosen = self.serializer if serializer is None else get_serializer(serializer)
         return Serialized(chosen.dumps(obj), chosen.name, f"{type(obj).__module__}.{type(obj).__qualname__}")
 
     def put(self, key: ObjectKey, obj: Any, codec: str | None = None, readers: int = 1,
@@ -466,7 +466,9 @@ class ObjectStore(abc.ABC):
                     raw = self._decode_chunk(key, manifest, 0, inline if inline is not None else b"")
                     # writable: arrays unpickled from it must not come back read-only. A writable
                     # buffer from _read_manifest is this read's own (received into), used as is
-                    buffer = raw if isinstance(raw, memoryview) and not raw.readonly else bytearray(raw)
+                    # where it starts aligned
+                    buffer = raw if isinstance(raw, memoryview) and not raw.readonly and aligned(raw) else \
+                        copy_to_output_buffer(raw)
                 else:
                     buffer, fallback = self._read_local(key, manifest)
                     source = "ring" if buffer is None else "local copy"
@@ -484,7 +486,8 @@ class ObjectStore(abc.ABC):
             pos += length
         if source == "ring":  # the bytes' transfer through the store, before unpickling (a copy's is not its speed)
             self._observe("read", manifest, time.perf_counter() - t0)
-        serializer = get_serializer(manifest.serializer) if manifest.serializer != self.serializer.name else self.serializer
+        serializer = (self.serializer if manifest.serializer == self.serializer.name
+                      else get_serializer(manifest.serializer, stored=True))
         value = serializer.loads(frames)
         return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback,
                                 reads, reads_reason)
@@ -556,29 +559,6 @@ class ObjectStore(abc.ABC):
     def delete(self, key: ObjectKey) -> None:
         self._delete_key(key)
         self.local_copies.delete(key)
-
-
-#: objects above this size are read into memory mapped and faulted in at once, not numpy's
-POPULATED_BUFFER_BYTES = 32 * 1024 * 1024
-
-
-def output_buffer(size: int) -> memoryview:
-    """A writable buffer of ``size`` bytes that every chunk is copied into, left uninitialized:
-    ``bytearray(size)`` zeroes it first, page-faulting 4 KiB at a time (31 ms for 64 MiB here).
-
-    Up to POPULATED_BUFFER_BYTES, numpy's: it asks the kernel for huge pages (madvise), and the
-    copies write them once. Above, anonymous memory faulted in by the mmap call itself
-    (MAP_POPULATE), without huge pages: with the kernel's THP defrag at "madvise" (a common
-    default, and this machine's), a region that asks for huge pages stalls in direct compaction
-    whenever none are free, as after a step has written its outputs. Read right after a put
-    (scripts in docs/results/issue13-read-buffer.txt), numpy's buffer gave Cassandra 237 MB/s
-    for 64 MiB (client CPU 0.25 s) and 191 MB/s for 128 MiB (0.63 s), this one 356 and 450 MB/s
-    (0.14 s, 0.23 s); at 32 MiB both 393-396 MB/s, at 16 MiB numpy's was faster (553 vs 464)."""
-    if size > POPULATED_BUFFER_BYTES and hasattr(mmap, "MAP_POPULATE"):
-        return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE))
-    import numpy as np
-
-    return memoryview(np.empty(size, dtype=np.uint8))
 
 
 def run_bounded(fn: Callable[[Any], Any], items: Iterable[Any], concurrency: int) -> Iterator[Any]:

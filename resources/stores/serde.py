@@ -64,6 +64,35 @@ class PickleSerializer(Serializer):
             ) from exc
 
 
+class AlignedPickleSerializer(PickleSerializer):
+    """Pickle protocol 5 as :class:`PickleSerializer`, each out-of-band buffer starting at a
+    multiple of ``ALIGN`` bytes of the object: a pad frame follows every frame but the last. Read
+    into a buffer aligned as much, Arrow arrays come back aligned to their values' width: Acero
+    warns of every batch of a misaligned one ("An input buffer was poorly aligned"), and some
+    hardware faults on them."""
+
+    name = "pickle5-a64"
+    ALIGN = 64
+    _PAD = bytes(ALIGN)
+
+    def dumps(self, obj: Any) -> list[memoryview]:
+        frames: list[memoryview] = []
+        end = 0
+        for frame in super().dumps(obj):
+            if frames:  # a zero-length pad too: the frames alternate, value and pad
+                frames.append(memoryview(self._PAD[: -end % self.ALIGN]))
+                end += frames[-1].nbytes
+            frames.append(frame)
+            end += frame.nbytes
+        return frames
+
+    def loads(self, frames: list[memoryview]) -> Any:
+        if len(frames) % 2 == 0:
+            raise SerializationError(f"A {self.name} object has {len(frames)} frames, where its header, its "
+                                     "buffers and a pad between each two make an odd number. Write it again.")
+        return super().loads(frames[0::2])
+
+
 class Codec(abc.ABC):
     name: str
 
@@ -174,15 +203,22 @@ def _plain_json_string(text: str) -> bytes | None:
     return body
 
 
-SERIALIZERS: dict[str, type[Serializer]] = {s.name: s for s in (PickleSerializer, StreamBytesSerializer, JsonSerializer)}
+#: by the name a manifest records: the reader of each layout ever written
+SERIALIZERS: dict[str, type[Serializer]] = {s.name: s for s in (PickleSerializer, AlignedPickleSerializer,
+                                                                StreamBytesSerializer, JsonSerializer)}
+#: a setting's name for the serializer a put writes with today (objects of the earlier layout
+#: still read: their manifests say "pickle5", which a reader of this version knows)
+WRITTEN_AS = {PickleSerializer.name: AlignedPickleSerializer.name}
 CODECS: dict[str, type[Codec]] = {c.name: c for c in (NoCodec, Lz4Codec, ZstdCodec)}
 #: the codec setting that chooses one of CODECS per output (:mod:`.codec_choice`)
 AUTO_CODEC = "auto"
 
 
-def get_serializer(name: str) -> Serializer:
+def get_serializer(name: str, stored: bool = False) -> Serializer:
+    """The serializer a setting names (``pickle5``: today's layout of it), or with ``stored``, the
+    one that reads what a manifest names."""
     try:
-        return SERIALIZERS[name]()
+        return SERIALIZERS[name if stored else WRITTEN_AS.get(name, name)]()
     except KeyError:
         raise StoreConfigError(f"Unknown serializer {name!r}; known: {sorted(SERIALIZERS)}") from None
 

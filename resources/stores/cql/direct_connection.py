@@ -161,7 +161,7 @@ class DirectConnection:
         flags, stream, opcode, length = self._read_header()
         if sink_min_bytes is None:
             return self._read_answer(stream, flags, opcode, length, result_metadata, None)[0]
-        from ..base import output_buffer
+        from ..buffers import output_buffer
 
         answer, blob = self._read_answer(stream, flags, opcode, length, result_metadata,
                                          lambda size: output_buffer(size) if size >= sink_min_bytes else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from ..base import output_buffer
+from ..buffers import output_buffer
 from .options import opts
 from .direct_connection import RESULT_OPCODE as _RESULT_OPCODE, last_blob_prefix as _last_blob_prefix
 from .fallbacks import step_aside
