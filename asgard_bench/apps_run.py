@@ -39,6 +39,24 @@ def _stored_size(uri: str | None, path: str | None, backend: str, endpoint: str 
     return None
 
 
+def clear_stock_s3_run(run_id: str, endpoint: str | None, keys: tuple[str | None, str | None]) -> int:
+    """Delete what dagster-aws's stock manager stored for ``run_id`` (it never deletes: a day of its
+    runs left 19 GB in MinIO and filled the disk); the objects deleted."""
+    from asgard.resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials, s3_client
+    from asgard_dagster.s3.io_manager import STOCK_BUCKET, STOCK_PREFIX
+
+    endpoint = endpoint or LOCAL_ENDPOINT
+    client = s3_client(endpoint, "us-east-1", *resolve_credentials(endpoint, *keys), None, 10, 10, 60)
+    deleted = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=STOCK_BUCKET,
+                                                                  Prefix=f"{STOCK_PREFIX}/storage/{run_id}/"):
+        objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if objects:
+            client.delete_objects(Bucket=STOCK_BUCKET, Delete={"Objects": objects})
+            deleted += len(objects)
+    return deleted
+
+
 def store_share_pct(compute_s: float | None, io_s: float | None) -> float | None:
     """The store's share of the steps' time, in percent: their writes and reads over those plus
     their compute (a step's billed time less its start-up)."""
@@ -206,6 +224,8 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
             io_manager_for(pb, network).purge_run(run_id)
         except Exception:
             pass
+    if run_id and pb == "s3_stock":  # the peer's objects, as the purge drops ours (outside the timed window)
+        clear_stock_s3_run(run_id, s3.get("endpoint_url"), (s3.get("aws_access_key_id"), s3.get("aws_secret_access_key")))
     writes, reads, steps = m["writes"], m["reads"], m["steps"]
     row = {
         "rep": rep, "app": app, "backend": backend, "phase": phase,

@@ -44,8 +44,8 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 
 # the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
 from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
-                       STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, median, parse_mix, ratios,
-                       search_static, summarize_variants, variant_order)
+                       STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, empty_tables, median, parse_mix,
+                       ratios, search_static, summarize_variants, variant_order)
 
 
 class Day:
@@ -178,7 +178,14 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
 
     deployment = Deployment(network)
     deployment.up(("cassandra", "s3"))
-    return _run_setting(cfg, network, prices, say, deployment.profile.description)
+    try:
+        return _run_setting(cfg, network, prices, say, deployment.profile.description)
+    finally:
+        if network != "loopback":  # the profile's own node: its disk back now (a purge leaves tombstones
+            # until a compaction drops them; three cloud days left 24 GB of them here). Loopback's is the user's
+            from asgard.resources.stores.cql import CassandraObjectStore
+
+            empty_tables(CassandraObjectStore(**deployment.store_kwargs("cassandra")))
 
 
 def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None], description: str

@@ -46,8 +46,8 @@ from .apps_airflow import DAG_RUN_FINISHED, make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
 from .xcom import PEERS, stock_peer_settings
-from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, median, ratios, search_static,
-                       summarize_variants, variant_order)
+from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, empty_tables, median, ratios,
+                       search_static, summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -123,9 +123,7 @@ class AirflowDay:
         the disk under the next day's ring."""
         from asgard.resources.stores.cql import CassandraObjectStore
 
-        store = CassandraObjectStore(**self.deployment.store_kwargs("cassandra"), keyspace=KEYSPACE)
-        for table in (store.qualified_table, store.qualified_index):  # the node's auto_snapshot is off
-            store.session.execute(f"TRUNCATE {table}", timeout=120)
+        empty_tables(CassandraObjectStore(**self.deployment.store_kwargs("cassandra"), keyspace=KEYSPACE))
 
     def run_hosts(self, home: dict, dag_id: str, run_id: str) -> list[str]:
         return ["this host"]

@@ -171,3 +171,10 @@ class HostsForDay:
 
             self.say("[hosts3] asgard hosts down")
             EmulatedDeployment().down()
+
+
+def empty_tables(store) -> None:
+    """A bench store's tables emptied, their disk given back now: a purged run's rows stay on disk
+    as tombstones until a compaction drops them (the node's auto_snapshot is off: nothing is kept)."""
+    for table in (store.qualified_table, store.qualified_index):
+        store.session.execute(f"TRUNCATE {table}", timeout=120)

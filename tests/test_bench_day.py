@@ -75,6 +75,16 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
             partitions = r["edges"]["filter_orders.result"]
             for reason in (x for x in partitions["reasons"] if x.startswith("placement")):
                 assert ("a copy costs the put about what" in reason or "through a copy pay for it" in reason), reason
+    # the peer's objects went after each of its runs, as the purge takes ours (dagster-aws's never deletes)
+    from asgard.resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials, s3_client
+    from asgard_dagster.s3.io_manager import STOCK_BUCKET, STOCK_PREFIX
+
+    s3 = s3_client(LOCAL_ENDPOINT, "us-east-1", *resolve_credentials(LOCAL_ENDPOINT, None, None), None, 10, 10, 60)
+    peer_runs = [r for d in full["days"] if d["variant"] == "peer" for r in d["runs"]]
+    assert len(peer_runs) == 4 and all(r["bytes_written"] > 0 for r in peer_runs), peer_runs
+    for r in peer_runs:
+        left = s3.list_objects_v2(Bucket=STOCK_BUCKET, Prefix=f"{STOCK_PREFIX}/storage/{r['run_id']}/")
+        assert left.get("KeyCount", 0) == 0, left.get("Contents")
     # the warm-up ran on the loop's fields: its first round chose codecs on the store as measured here
     codec_reasons = [x for d in full["days"] if d["variant"] == "loop" for r in d["runs"]
                      for edge in r["edges"].values() for x in edge["reasons"] if x.startswith("codec")]

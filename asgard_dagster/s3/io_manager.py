@@ -62,9 +62,13 @@ class S3IOManager(ConnectionIOManager):
     )
 
 
+#: where :func:`stock_s3_pickle_io_manager` puts a run's outputs by default: ``<prefix>/storage/<run_id>/``
+STOCK_BUCKET, STOCK_PREFIX = "asgard", "dagster-stock"
+
+
 def stock_s3_pickle_io_manager(
-    bucket: str = "asgard",
-    prefix: str = "dagster-stock",
+    bucket: str = STOCK_BUCKET,
+    prefix: str = STOCK_PREFIX,
     endpoint_url: str | None = LOCAL_ENDPOINT,
     region: str = "us-east-1",
     aws_access_key_id: str | None = None,
