@@ -185,7 +185,12 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
             # until a compaction drops them; three cloud days left 24 GB of them here). Loopback's is the user's
             from asgard.resources.stores.cql import CassandraObjectStore
 
-            empty_tables(CassandraObjectStore(**deployment.store_kwargs("cassandra")))
+            try:
+                empty_tables(CassandraObjectStore(**deployment.store_kwargs("cassandra")))
+            except Exception as exc:  # said, not raised: a day that failed keeps its own error
+                say(f"[{network}] could not empty the node's tables ({type(exc).__name__}: {exc}); "
+                    f"to give the disk back: `asgard stores down --network {network}`, then remove "
+                    f"$ASGARD_HOME/run/net/{network}/cassandra/data")
 
 
 def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None], description: str
