@@ -212,6 +212,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
     t_start = time.time()
     days: list[dict] = []
     decisions: list[dict] = []
+    warm_up: list[dict] = []
     # the retune job reconfigures the node it manages: the local one (127.0.0.1)
     server_retune = network == "loopback"
     state_file = applied_config_file()
@@ -235,6 +236,8 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                     row, _, _ = run_one(instance, -1, "warmup", app, "cassandra", sizes, prices, cfg.max_concurrent,
                                         None, network, dict(LOOP_FIELDS))
                     warm[app] = row["e2e_s"]
+                    warm_up.append({"app": app, "e2e_s": round(row["e2e_s"], 2), "client": dict(LOOP_FIELDS),
+                                    "edges": edge_decisions(instance, row["run_id"]) if row["run_id"] else {}})
             from asgard_dagster.topology import analyze_with_history
 
             model = Surrogate.load(cfg.model_path or DEFAULT_MODEL)
@@ -316,7 +319,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
         "store_share_by_app": {app: median([r["store_share_pct"] for d in days if d["variant"] == "default"
                                              for r in d["runs"] if r["app"] == app]) for app, _ in cfg.mix},
         "search": {"trials": trials, "seconds": round(search_s, 1)},
-        "decisions": decisions, "days": days, "seconds": round(time.time() - t_start, 1),
+        "decisions": decisions, "warm_up": warm_up, "days": days, "seconds": round(time.time() - t_start, 1),
         "network": {"profile": network, "description": description},
     }
 
