@@ -230,13 +230,14 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             # and, on the loop's per-edge fields, the throughput record it chooses from (as best_static
             # learns from its untimed probes)
             warm: dict[str, float] = {}
+            warm_client = dict(LOOP_FIELDS)
             for app, sizes in cfg.mix:
                 if app not in warm:
                     say(f"[{network}] warm-up: {app}")
                     row, _, _ = run_one(instance, -1, "warmup", app, "cassandra", sizes, prices, cfg.max_concurrent,
-                                        None, network, dict(LOOP_FIELDS))
+                                        None, network, warm_client)
                     warm[app] = row["e2e_s"]
-                    warm_up.append({"app": app, "e2e_s": round(row["e2e_s"], 2), "client": dict(LOOP_FIELDS),
+                    warm_up.append({"app": app, "e2e_s": round(row["e2e_s"], 2), "client": warm_client,
                                     "edges": edge_decisions(instance, row["run_id"]) if row["run_id"] else {}})
             from asgard_dagster.topology import analyze_with_history
 
