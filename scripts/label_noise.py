@@ -7,7 +7,11 @@ settings, interleaved: pass 1 runs every setting, then pass 2 does (so the machi
 every setting alike). Its figure, per setting, is calibrate's: how far one pass's label lands from
 the other's, mean absolute % both ways (asgard.tuner.dataset.retest_error_pct).
 
-    .venv/bin/python scripts/label_noise.py --settings 1x2,3x2,1x6 --random 2 [--json]
+    .venv/bin/python scripts/label_noise.py --settings 1x2,3x2,1x6 --random 2 [--orders grouped,per-workload] [--json]
+
+``--orders``: how a label's pairs are ordered over the workloads (asgard.tuner.measure.ORDERS),
+each crossed with every setting: ``grouped`` (every workload on one side, then the other: a pair's
+two samples a pass over the workloads apart), ``per-workload`` (one workload's pairs back to back).
 
 It starts the tuner's own node (127.0.0.5, as ``asgard tune calibrate``) and stops it after.
 """
@@ -19,13 +23,23 @@ import random
 import time
 
 
-def parse_settings(text: str) -> list[tuple[float, int]]:
-    """``"1x2,3x2"`` -> [(1.0, 2), (3.0, 2)]: seconds per side x ABBA pairs."""
+def parse_settings(text: str, orders: str = "grouped") -> list[tuple[float, int, str]]:
+    """``"1x2,3x2"`` -> [(1.0, 2, order), (3.0, 2, order)] for each order: seconds per side x ABBA
+    pairs, and how the pairs are ordered over the workloads."""
+    from asgard.tuner.measure import ORDERS
+
     out = []
-    for part in text.split(","):
-        seconds, pairs = part.lower().split("x")
-        out.append((float(seconds), int(pairs)))
+    for order in (o.strip() for o in orders.split(",")):
+        if order not in ORDERS:
+            raise SystemExit(f"--orders: {order!r} is not one of {ORDERS}")
+        for part in text.split(","):
+            seconds, pairs = part.lower().split("x")
+            out.append((float(seconds), int(pairs), order))
     return out
+
+
+def setting_name(seconds: float, pairs: int, order: str) -> str:
+    return f"{seconds:g}x{pairs}" + ("" if order == "grouped" else f"/{order}")
 
 
 def main() -> None:
@@ -40,12 +54,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", default="1x2,3x2,1x6", help="seconds x pairs, comma-separated")
     ap.add_argument("--random", type=int, default=2, help="random no-restart configurations beside the A/A one")
+    ap.add_argument("--orders", default="grouped", help="grouped, per-workload or both, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--index", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    settings = parse_settings(args.settings)
+    settings = parse_settings(args.settings, args.orders)
     rng = random.Random(args.seed)
     live = [k for k in CALIBRATED if KNOBS[k].apply in NO_RESTART]
     default = Configuration()
@@ -55,27 +70,28 @@ def main() -> None:
     if not node.is_running():
         node.start()
     store = CassandraObjectStore(**node.client_options(), keyspace="asgard_label_noise")
-    labels: dict[tuple[float, int], dict[tuple[str, str], list[float]]] = {s: {} for s in settings}
+    labels: dict[tuple[float, int, str], dict[tuple[str, str], list[float]]] = {s: {} for s in settings}
     t0 = time.time()
     try:
         store.ping()
         for passes in (1, 2):
-            for seconds, pairs in settings:
+            for setting in settings:
+                seconds, pairs, order = setting
                 bench = Interleaver(node, store, duration_s=seconds)
                 for name, config in configs:
-                    for comp in bench.compare(default, config, workloads, pairs=pairs):
-                        labels[(seconds, pairs)].setdefault((name, comp.workload.name), []).append(comp.ratio())
+                    for comp in bench.compare(default, config, workloads, pairs=pairs, order=order):
+                        labels[setting].setdefault((name, comp.workload.name), []).append(comp.ratio())
                 bench.switch(default, workloads)  # the next setting starts from the default
-                print(f"pass {passes} {seconds:g}s x {pairs} pairs done at {time.time() - t0:.0f}s: "
-                      + json.dumps({f"{n}/{w}": r for (n, w), r in labels[(seconds, pairs)].items()}), flush=True)
+                print(f"pass {passes} {setting_name(*setting)} done at {time.time() - t0:.0f}s: "
+                      + json.dumps({f"{n}/{w}": r for (n, w), r in labels[setting].items()}), flush=True)
     finally:
         node.stop()
     result = {}
-    for (seconds, pairs), rows in labels.items():
+    for (seconds, pairs, order), rows in labels.items():
         as_rows = [{"replicate_ratios": ratios} for ratios in rows.values()]
         aa = [{"replicate_ratios": r} for (name, _), r in rows.items() if name == "aa"]
-        result[f"{seconds:g}x{pairs}"] = {
-            "seconds_per_side": seconds, "pairs": pairs, "labels": len(rows),
+        result[setting_name(seconds, pairs, order)] = {
+            "seconds_per_side": seconds, "pairs": pairs, "order": order, "labels": len(rows),
             "measured_seconds_per_label": round(seconds * pairs * 2, 1),
             "retest_error_pct": retest_error_pct(as_rows), "retest_error_pct_aa": retest_error_pct(aa),
             "labels_by_pass": {f"{n}/{w}": [round(x, 4) for x in r] for (n, w), r in sorted(rows.items())}}
@@ -84,9 +100,9 @@ def main() -> None:
         return
     print(f"{len(configs)} configurations ({', '.join(n for n, _ in configs)}) x {len(workloads)} DAG workloads, "
           f"two passes, settings interleaved; {time.time() - t0:.0f} s")
-    print(f"{'setting':<10} {'s/label':>8} {'retest %':>9} {'A/A retest %':>13}")
+    print(f"{'setting':<20} {'s/label':>8} {'retest %':>9} {'A/A retest %':>13}")
     for key, r in result.items():
-        print(f"{key:<10} {r['measured_seconds_per_label']:>8} {r['retest_error_pct']:>9} {r['retest_error_pct_aa']:>13}")
+        print(f"{key:<20} {r['measured_seconds_per_label']:>8} {r['retest_error_pct']:>9} {r['retest_error_pct_aa']:>13}")
 
 
 if __name__ == "__main__":

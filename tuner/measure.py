@@ -23,6 +23,8 @@ from .knobs import Configuration
 from .workload import Workload, run_workload
 
 GB = 1 << 30
+#: how :meth:`Interleaver.compare` orders a pair's samples over several workloads
+ORDERS = ("grouped", "per-workload")
 
 
 @dataclass
@@ -169,15 +171,23 @@ class Interleaver:
         return out
 
     def compare(self, baseline: Configuration, candidate: Configuration, workloads: Sequence[Workload],
-                pairs: int = 2) -> list[Comparison]:
+                pairs: int = 2, order: str = "grouped") -> list[Comparison]:
         """``pairs`` paired measurements of every workload, ABBA order (starting from whichever of
-        the two is applied now, which saves a switch)."""
+        the two is applied now, which saves a switch). ``order``: ``"grouped"`` measures every
+        workload on one side before switching (two switches a pair); ``"per-workload"`` takes one
+        workload's pairs back to back before the next, so a pair's two samples are one window
+        apart instead of a pass over all workloads (four switches a pair; :data:`ORDERS`)."""
+        if order not in ORDERS:
+            raise ValueError(f"order {order!r} is not one of {ORDERS}")
         result = [Comparison(w) for w in workloads]
-        first_is_candidate = self.current == candidate and candidate != baseline
-        for p in range(pairs):
-            order = ("b", "c") if (p % 2 == 0) != first_is_candidate else ("c", "b")
-            for side in order:
-                samples = self.run(baseline if side == "b" else candidate, workloads)
-                for comp, s in zip(result, samples):
-                    (comp.baseline if side == "b" else comp.candidate).append(s)
+        groups = [list(zip(result, workloads))] if order == "grouped" else [[cw] for cw in zip(result, workloads)]
+        for group in groups:
+            comps, ws = [c for c, _ in group], [w for _, w in group]
+            first_is_candidate = self.current == candidate and candidate != baseline
+            for p in range(pairs):
+                sides = ("b", "c") if (p % 2 == 0) != first_is_candidate else ("c", "b")
+                for side in sides:
+                    samples = self.run(baseline if side == "b" else candidate, ws)
+                    for comp, s in zip(comps, samples):
+                        (comp.baseline if side == "b" else comp.candidate).append(s)
         return result
