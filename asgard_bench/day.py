@@ -10,9 +10,10 @@ four ways, interleaved round by round (the order rotated each round, so drift hi
   flight) for every edge, found by a coordinate search of probe runs in this setting before the
   rounds, with the server configuration the surrogate recommends for the day's workload;
 * ``loop``        -- the levers decided per edge (``codec``, ``placement`` and ``replicas`` ``auto``,
-  the last one copy of a 1:1 intermediate on the hosts' RF 3 ring; the connection's ``chunk_reads`` is ``auto`` by default) and, where the retune job manages the node
-  (loopback), the upcoming-runs sensor and the retune job before each round, their
-  reconfiguration time counted in the day's E2E.
+  the last one copy of a 1:1 intermediate on the hosts' RF 3 ring; the connection's ``chunk_reads`` is ``auto`` by default) and the upcoming-runs sensor and the
+  retune job before each round, their reconfiguration time counted in the day's E2E: on loopback
+  the job manages the local node; under a profile it reaches the profile's node from outside, as a
+  user's cluster (keyspace and table options by CQL, the whole retune run counted as its time).
 
 Measured per day: its E2E (the first run's start to the last run's end, wall clock), its cost
 and Perf/$ = 1 / (E2E x cost). The cost is the runs' function GB-seconds plus the store: an
@@ -76,6 +77,12 @@ class Day:
         self.store = CassandraObjectStore(**self.deployment.store_kwargs("cassandra"), keyspace="asgard")
         self.store.ensure_schema()
         self.nodes = Interleaver(self.node, self.store, settle_s=0)  # switches change only what differs
+
+    def connection(self):
+        """The retune job's connection to this setting's own node (a profile's: reached from outside)."""
+        from asgard_dagster import CassandraResource
+
+        return CassandraResource(**self.deployment.store_kwargs("cassandra"), keyspace="asgard")
 
     def switch(self, configuration) -> None:
         """The node on ``configuration`` (on the hosts, the ring stays as it is)."""
@@ -147,23 +154,58 @@ def step_workers(instance, run_id: str) -> dict[str, str]:
 
 def edge_decisions(instance, run_id: str) -> dict[str, dict]:
     """Each output's codec, placement and replicas as its IO manager chose them, by op and output (a
-    mapped op's instances counted together): ``{"op.output": {"codec": {name: n}, "placement": {name: n},
-    "replicas": {count: n}, "reasons": [one reason of each]}}``, from the outputs' metadata."""
+    mapped op's instances counted together), and what the edge cost: ``{"op.output": {"codec": {name:
+    n}, "placement": {name: n}, "replicas": {count: n}, "reasons": [one reason of each], "bytes": raw
+    bytes written, "write_s": its puts' seconds, "read_s": its readers' loads' seconds}}``, from the
+    outputs' and inputs' metadata."""
     import dagster as dg
 
     edges: dict[str, dict] = {}
+
+    def edge(step_key: str, output: str) -> dict:
+        return edges.setdefault(f"{step_key.split('[', 1)[0]}.{output}", {
+            "codec": {}, "placement": {}, "replicas": {}, "reasons": [], "bytes": 0, "write_s": 0.0, "read_s": 0.0})
+
     for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT):
         data = e.dagster_event.event_specific_data
         metadata = {k: getattr(v, "value", v) for k, v in (data.metadata or {}).items()}
-        edge = edges.setdefault(f"{e.step_key.split('[', 1)[0]}.{data.output_name}",
-                                {"codec": {}, "placement": {}, "replicas": {}, "reasons": []})
+        out = edge(e.step_key, data.output_name)
         for lever, default in (("codec", "none"), ("placement", "ring"), ("replicas", "store")):
             choice = metadata.get(lever, default)
-            edge[lever][choice] = edge[lever].get(choice, 0) + 1
+            out[lever][choice] = out[lever].get(choice, 0) + 1
             reason = metadata.get(f"{lever}_reason")
-            if reason and not any(r.startswith(f"{lever} {choice}:") for r in edge["reasons"]):
-                edge["reasons"].append(f"{lever} {choice}: {reason}")
+            if reason and not any(r.startswith(f"{lever} {choice}:") for r in out["reasons"]):
+                out["reasons"].append(f"{lever} {choice}: {reason}")
+        out["bytes"] += int(metadata.get("bytes") or 0)
+        out["write_s"] += float(metadata.get("write_seconds") or 0.0)
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.LOADED_INPUT):
+        data = e.dagster_event.event_specific_data
+        if data.upstream_step_key and data.upstream_output_name:
+            seconds = getattr((data.metadata or {}).get("read_seconds"), "value", None)
+            edge(data.upstream_step_key, data.upstream_output_name)["read_s"] += float(seconds or 0.0)
     return edges
+
+
+def edge_costs(days: list[dict]) -> dict[str, dict[str, dict]]:
+    """Per edge (``app:op.output``) and Cassandra variant, over the day's runs of that app: the seconds
+    its puts and its readers' loads took a run (mean), and the codec most of its values got: where
+    one variant's edges gain or lose against another's."""
+    found: dict[str, dict[str, dict]] = {}
+    for d in days:
+        for run in d["runs"]:
+            for name, e in (run.get("edges") or {}).items():
+                if "write_s" not in e:
+                    continue
+                cell = found.setdefault(f"{run['app']}:{name}", {}).setdefault(
+                    d["variant"], {"runs": 0, "write_s": 0.0, "read_s": 0.0, "codecs": {}})
+                cell["runs"] += 1
+                cell["write_s"] += e["write_s"]
+                cell["read_s"] += e["read_s"]
+                for codec, n in e["codec"].items():
+                    cell["codecs"][codec] = cell["codecs"].get(codec, 0) + n
+    return {edge: {v: {"write_s": round(c["write_s"] / c["runs"], 3), "read_s": round(c["read_s"] / c["runs"], 3),
+                       "codec": max(c["codecs"], key=c["codecs"].get) if c["codecs"] else None}
+                   for v, c in by_variant.items()} for edge, by_variant in sorted(found.items())}
 
 
 def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
@@ -213,8 +255,9 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
     days: list[dict] = []
     decisions: list[dict] = []
     warm_up: list[dict] = []
-    # the retune job reconfigures the node it manages: the local one (127.0.0.1)
-    server_retune = network == "loopback"
+    # the retune job reconfigures the local node (127.0.0.1) as the project runs it, and a profile's
+    # own node from outside (keyspace and table options by CQL, as on a user's cluster)
+    server_retune = not on_hosts
     state_file = applied_config_file()
     saved_state = state_file.read_text() if state_file.exists() else None
     with tempfile.TemporaryDirectory(prefix="asgard-bench-day-") as tmp, \
@@ -258,7 +301,8 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             if server_retune:
                 state_file.unlink(missing_ok=True)  # the loop starts on the default
                 lookahead = {app: sum(warm.values()) / cfg.concurrent for app in apps}
-                loop = AsgardLoop(instance, jobs, Dataset.load().median_restart_seconds(), lookahead, cfg.model_path)
+                loop = AsgardLoop(instance, jobs, Dataset.load().median_restart_seconds(), lookahead, cfg.model_path,
+                                  **({} if network == "loopback" else {"connection": day.connection(), "node_index": None}))
             loop_config = Configuration()
             for rnd in range(cfg.rounds):
                 for variant in variant_order(rnd):
@@ -276,7 +320,10 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                         day.switch(loop_config)
                         if loop is not None:
                             record = loop.before_burst(apps[0], len(cfg.mix))
-                            loop_config = current_configuration()  # what the retune job left in force
+                            if network == "loopback":
+                                loop_config = current_configuration()  # what the retune job left in force
+                            elif record.get("in_force") is not None:  # read back from the node after the change
+                                loop_config = Configuration(record["in_force"])
                             day.nodes.current = loop_config
                             reconf_s = record["seconds"] if record["reconfigured"] else 0.0
                             decisions.append({**record, "round": rnd})
@@ -304,8 +351,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
     variants["best_static"]["config"] = {"io_manager": static_client, "server": static_server.non_default()}
     variants["loop"]["config"] = {"io_manager": dict(LOOP_FIELDS),
                                   "server": "retune job per round" if server_retune else
-                                  "the ring's (its hosts' agents reconfigure it)" if on_hosts else
-                                  "the default (the retune job manages the local node only)"}
+                                  "the ring's (its hosts' agents reconfigure it)"}
     # A/A: the default's day, same configuration every round
     noise = cv_pct([d["e2e_s"] for d in days if d["variant"] == "default"])
     default_runs = [r["store_share_pct"] for d in days if d["variant"] == "default" for r in d["runs"]
@@ -320,7 +366,8 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
         "store_share_by_app": {app: median([r["store_share_pct"] for d in days if d["variant"] == "default"
                                              for r in d["runs"] if r["app"] == app]) for app, _ in cfg.mix},
         "search": {"trials": trials, "seconds": round(search_s, 1)},
-        "decisions": decisions, "warm_up": warm_up, "days": days, "seconds": round(time.time() - t_start, 1),
+        "decisions": decisions, "warm_up": warm_up, "edge_costs": edge_costs(days), "days": days,
+        "seconds": round(time.time() - t_start, 1),
         "network": {"profile": network, "description": description},
     }
 
@@ -402,6 +449,12 @@ def table(result: dict[str, Any]) -> str:
                          + "; ".join(f"{a} {p:.0f}%" for a, p in s["store_share_by_app"].items() if p is not None))
         for t in s["search"]["trials"]:
             lines.append(f"  search probe {json.dumps(t['client'])}: {t['e2e_s']:.1f}s")
+        costs = s.get("edge_costs") or {}
+        if costs:
+            lines.append("each edge's store seconds a run, write + read (codec most of its values got):")
+            for edge, by_variant in costs.items():
+                lines.append(f"  {edge:<34}" + "  ".join(
+                    f"{v} {c['write_s'] + c['read_s']:.2f} ({c['codec']})" for v, c in by_variant.items()))
         for rec in s["decisions"]:
             lines.append(f"  loop before round {rec['round'] + 1}: {rec['sensor']}; "
                          f"{'reconfigured in %.2fs' % rec['seconds'] if rec['reconfigured'] else 'kept'}"

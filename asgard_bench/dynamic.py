@@ -88,12 +88,14 @@ class AsgardLoop:
     """The sensor and the retune job, as Dagster runs them, for one Dagster instance."""
 
     def __init__(self, instance, jobs: dict[str, Any], restart_seconds: float, lookahead_s: dict[str, float],
-                 model_path: str | None):
+                 model_path: str | None, connection=None, node_index: int | None = 1):
+        """``connection``: the retune job's :class:`~asgard_dagster.CassandraResource` (default: the
+        local node's); ``node_index``: reach the ring through 127.0.0.N (None: the connection's)."""
         from asgard_dagster.retune import make_retune_job
         from asgard_dagster.sensors import make_upcoming_runs_sensor
 
-        self.instance, self.jobs = instance, jobs
-        self.retune = make_retune_job(list(jobs.values()), model_path=model_path)
+        self.instance, self.jobs, self.node_index = instance, jobs, node_index
+        self.retune = make_retune_job(list(jobs.values()), connection=connection, model_path=model_path)
         self.sensor = make_upcoming_runs_sensor(self.retune, list(jobs.values()))
         self.cursor: str | None = None
         self.restart_seconds, self.lookahead_s = restart_seconds, lookahead_s
@@ -121,14 +123,19 @@ class AsgardLoop:
         run_config = request.run_config
         plan_cfg = run_config["ops"]["plan_workload"]["config"]
         plan_cfg.update(lookahead_seconds=self.lookahead_s[app], restart_seconds=self.restart_seconds,
-                        node_index=1, keyspace="asgard")
+                        node_index=self.node_index, keyspace="asgard")
         t0 = time.perf_counter()
         result = self.retune.execute_in_process(run_config=run_config, instance=self.instance, tags=request.tags)
         outcome = result.output_for_node("reconfigure")
         applied = outcome["applied"] or {}
-        record.update(sensor="retune", retune_run_seconds=round(time.perf_counter() - t0, 2),
-                      reason=outcome["decision"]["reason"], reconfigured=bool(applied),
-                      seconds=float(applied.get("seconds", 0.0)), restarted=bool(applied.get("restarted")),
+        run_seconds = time.perf_counter() - t0
+        reconfigured = bool(applied) and bool(outcome["decision"].get("reconfigure", True))
+        # a node the job does not run is changed by CQL, untimed: the whole retune run counts (its search too)
+        seconds = float(applied.get("seconds", run_seconds if reconfigured else 0.0))
+        in_force = next(iter((outcome.get("in_force_by_member") or {}).values()), None)
+        record.update(sensor="retune", retune_run_seconds=round(run_seconds, 2),
+                      reason=outcome["decision"]["reason"], reconfigured=reconfigured, in_force=in_force,
+                      seconds=seconds, restarted=bool(applied.get("restarted")),
                       node_restart_seconds=applied.get("node_restart_seconds"),
                       config=result.output_for_node("recommend_configuration")["search"]["config"])
         return record

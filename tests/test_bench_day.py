@@ -68,8 +68,15 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
                 assert customers["placement"] == {"ring": 1}, customers
                 assert any("stored inline" in x for x in customers["reasons"]), customers
             partitions = r["edges"]["filter_orders.result"]
+            # what the edge cost: its 3 or 2 partitions' bytes and puts, and the joins' loads of them
+            assert partitions["bytes"] > 0 and partitions["write_s"] > 0 and partitions["read_s"] > 0, partitions
             for reason in (x for x in partitions["reasons"] if x.startswith("placement")):
                 assert ("a copy costs the put about what" in reason or "through a copy pay for it" in reason), reason
+    # each edge's seconds by Cassandra variant, over the day's runs, and the table prints them
+    costs = full["edge_costs"]["etl_columnar:filter_orders.result"]
+    assert set(costs) == {"default", "best_static", "loop"}, costs  # the peer's outputs carry no metadata
+    assert costs["default"]["codec"] == "none" and all(c["write_s"] > 0 and c["read_s"] > 0 for c in costs.values())
+    assert "etl_columnar:filter_orders.result" in (out / "day.txt").read_text()
     # the peer's objects went after each of its runs, as the purge takes ours (dagster-aws's never deletes)
     from asgard.resources.stores.s3 import LOCAL_ENDPOINT, resolve_credentials, s3_client
     from asgard_dagster.s3.io_manager import STOCK_BUCKET, STOCK_PREFIX
@@ -90,3 +97,28 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
     # the node is as it was found: its yaml overrides and the retune job's state file
     assert cassandra_node.overrides() == overrides_before
     assert (applied_config_file().read_text() if applied_config_file().exists() else None) == state_before
+
+
+def test_under_a_profile_the_loops_retune_reaches_the_profiles_node_from_outside(tmp_path):
+    """The loop's server knobs under the cloud profile: the retune job reaches the profile's own node
+    as a user's cluster (keyspace and table options by CQL), as best_static gets the surrogate's
+    server configuration; before, the loop ran the node on Cassandra's defaults there."""
+    from asgard.resources.network import Deployment
+
+    out = tmp_path / "day"
+    try:
+        res = CliRunner().invoke(main, ["bench", "day", "--settings", "cloud", "--rounds", "1", "--search-probes", "1",
+                                        "--mix", "etl_columnar:fanout=2;scale=0.05", "--out", str(out), "--json"])
+        assert res.exit_code == 0, res.output
+        cloud = json.loads((out / "day.json").read_text())["settings"]["cloud"]
+        assert cloud["failed_runs"] == 0
+        (decision,) = cloud["decisions"]
+        assert decision["sensor"] == "retune" and decision["reconfigured"], decision
+        assert "applies keyspace and table options by CQL" in decision["reason"], decision["reason"]
+        # what the node runs after the change, read back from it: the search's choice of what CQL can set
+        assert decision["in_force"] and set(decision["in_force"]) <= set(decision["config"]), decision
+        loop_day = next(d for d in cloud["days"] if d["variant"] == "loop")
+        assert loop_day["reconfiguration_s"] == decision["seconds"] > 0  # counted in the loop's E2E
+        assert cloud["variants"]["loop"]["config"]["server"] == "retune job per round"
+    finally:
+        Deployment("cloud").down()
