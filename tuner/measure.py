@@ -176,7 +176,8 @@ class Interleaver:
         the two is applied now, which saves a switch). ``order``: ``"grouped"`` measures every
         workload on one side before switching (two switches a pair); ``"per-workload"`` takes one
         workload's pairs back to back before the next, so a pair's two samples are one window
-        apart instead of a pass over all workloads (four switches a pair; :data:`ORDERS`)."""
+        apart instead of a pass over all workloads (two switches a pair for each workload; measured
+        noisier here: docs/results/issue37-label-noise.txt)."""
         if order not in ORDERS:
             raise ValueError(f"order {order!r} is not one of {ORDERS}")
         result = [Comparison(w) for w in workloads]
