@@ -194,8 +194,6 @@ def edge_costs(days: list[dict]) -> dict[str, dict[str, dict]]:
     for d in days:
         for run in d["runs"]:
             for name, e in (run.get("edges") or {}).items():
-                if "write_s" not in e:
-                    continue
                 cell = found.setdefault(f"{run['app']}:{name}", {}).setdefault(
                     d["variant"], {"runs": 0, "write_s": 0.0, "read_s": 0.0, "codecs": {}})
                 cell["runs"] += 1
