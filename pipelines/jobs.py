@@ -57,9 +57,11 @@ SMALL = {
 }
 #: heavy libraries the forkserver imports once, so that each step's process does not. The
 #: forkserver is one per calling process and keeps what its first run preloaded, so the list
-#: is the same for every app (import only: no thread pools start before the fork).
+#: is the same for every app (import only: no thread pools start before the fork). The last is what
+#: Dagster and the IO managers import in each step's process (the instance's storages, every backend).
 PRELOAD = ["asgard.pipelines.jobs", "asgard.pipelines.data", "numpy", "av", "PIL.Image", "torch", "efficientnet_lite_pytorch",
-           "lightgbm", "sklearn.decomposition", "sklearn.model_selection", "pyarrow", "pyarrow.compute"]
+           "lightgbm", "sklearn.decomposition", "sklearn.model_selection", "pyarrow", "pyarrow.compute",
+           "asgard.pipelines.forkserver_preload"]
 
 
 def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str = "forkserver",

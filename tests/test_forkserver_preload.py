@@ -1,0 +1,55 @@
+"""The jobs' forkserver preloads what a step's process imports: Dagster's instance storages, every
+backend's IO manager and store, the ops' libraries. A step that imported them after the fork paid
+about 0.8 s of launch each (docs/results/issue37-step-launch.txt). Real runs on the suite's
+Cassandra and MinIO, with an audit hook in the forkserver recording each step's imports."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+RUNS = """
+import tempfile
+import dagster as dg
+import asgard.pipelines.jobs as jobs
+jobs.PRELOAD.append("step_import_audit")  # the forkserver starts with the first run: before it
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp, dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
+        for app, backend in [("etl_columnar", "cassandra"), ("etl_columnar", "s3_stock"), ("word_count", "cassandra")]:
+            run = jobs.run_app(app, backend, instance=instance, **jobs.SMALL[app])
+            assert run.success, (app, backend)
+"""
+
+
+def _third_party_or_project(name: str) -> bool:
+    """A module outside the standard library that is installed (a failed optional import costs a lookup)."""
+    if name.split(".")[0] in sys.stdlib_module_names:
+        return False
+    try:
+        return find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def test_a_steps_process_imports_no_library_the_forkserver_has_not(cassandra_node, minio_server, tmp_path):
+    audit = tmp_path / "imports"
+    audit.mkdir()
+    env = {**os.environ, "STEP_IMPORT_AUDIT_DIR": str(audit),
+           "PYTHONPATH": os.pathsep.join([str(TESTS)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    script = tmp_path / "runs.py"
+    script.write_text(RUNS)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    steps = sorted(audit.iterdir())
+    assert len(steps) >= 2 * 11, [p.name for p in steps]  # the ETL's 11 steps twice, word count's
+    late: dict[str, set[str]] = {}  # a package's modules imported after the fork: in how many steps
+    for p in steps:
+        for name in set(p.read_text().split()):
+            if _third_party_or_project(name):
+                late.setdefault(name.split(".")[0], set()).add(p.name)
+    assert not late, ("imported in steps' processes after the fork, add them to pipelines/forkserver_preload.py: "
+                      + ", ".join(f"{package} ({len(pids)} of {len(steps)} steps)" for package, pids in sorted(late.items())))
