@@ -205,3 +205,35 @@ def test_a_short_put_off_its_model_barely_moves_the_choice_for_long_ones(tmp_pat
     assert after.codec == before.codec, after.reason
     record.observe_codec("s", before.codec, model_seconds=2.0, seconds=3.0)  # seconds of puts at 1.5x
     assert 1.3 < record.read("s").write_factors[before.codec] < 1.5, record.read("s")  # most of the way
+
+
+def test_reads_of_compressed_outputs_measure_the_store_for_the_next_choices(cassandra_node, tmp_path, monkeypatch):
+    """Once the choices compress every large output, their gets still measure the store's reads, by
+    the bytes stored (before, only outputs stored as they are did, and a day whose edges were all
+    compressed chose codecs and copies on the assumed idle-loopback figure)."""
+    import asgard.resources.stores.codec_choice as codec_choice
+    from asgard.resources.stores import ObjectKey
+    from asgard.resources.stores.cql import CassandraObjectStore
+
+    from .conftest import TEST_KEYSPACE
+
+    monkeypatch.setenv("ASGARD_HOME", str(tmp_path))
+    monkeypatch.setattr(codec_choice, "_record", None)  # this test's own record file
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE, codec="auto")
+    columns = np.random.default_rng(7).integers(0, 4, 2_000_000).astype(np.int64)  # 16 MB, lz4 to about 4.6
+    key = ObjectKey.for_run("codec-reads", "step", "result")
+    path = tmp_path / "cache" / "throughput.json"
+    try:
+        put = store.put_serialized(key, store.serialize(columns), codec="lz4")  # the caller's codec
+        assert put.manifest.codec == "lz4" and put.manifest.stored_bytes * 3 < put.manifest.size, put.manifest
+        assert store.measured_read_mib_s() is None and ThroughputRecord(path).read_mib_s(store.identity()) is None
+        value, got = store.get(key)
+        assert np.array_equal(value, columns) and got.source == "ring"
+        measured = ThroughputRecord(path).read_mib_s(store.identity())  # the file every step process shares
+        assert measured is not None, "a get of a compressed output left the store's reads unmeasured"
+        # by the stored bytes: at least over the whole get's seconds, and below what the raw bytes would give
+        stored_mib, raw_mib = put.manifest.stored_bytes / 2**20, put.manifest.size / 2**20
+        assert stored_mib / got.seconds <= measured < raw_mib / got.seconds, (measured, got.seconds)
+        assert store.measured_read_mib_s() == measured
+    finally:
+        store.purge_scope("run/codec-reads")

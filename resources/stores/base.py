@@ -264,7 +264,7 @@ class ObjectStore(abc.ABC):
         return self.backend
 
     def measured_read_mib_s(self) -> float | None:
-        """This store's raw-byte reads in MiB/s as this machine's processes measured them, None before any."""
+        """This store's reads in MiB/s of stored bytes as this machine's processes measured them, None before any."""
         return throughput_record().read_mib_s(self.identity())
 
     def _codec_for(self, frames: list[memoryview], codec: str | None,
@@ -281,10 +281,12 @@ class ObjectStore(abc.ABC):
 
     def _observe(self, kind: str, manifest: Manifest, seconds: float, choice: CodecChoice | None = None,
                  write_seconds: float = 0.0) -> None:
-        """A put or get of raw bytes, timed, for the next per-output choices; a put with a codec the
+        """A put of raw bytes or a get, timed, for the next per-output choices; a put with a codec the
         choice made (``write_seconds`` after it), against what the model expected of it."""
-        if self.auto_codec and manifest.codec == NoCodec.name:
-            throughput_record().observe(self.identity(), kind, manifest.size, seconds)
+        if self.auto_codec and (kind == "read" or manifest.codec == NoCodec.name):
+            # a get's stored bytes, compressed or not, over its seconds: once the choices compress an
+            # edge its reads still measure the store (their decompression, GB/s, rides in the seconds)
+            throughput_record().observe(self.identity(), kind, manifest.stored_bytes, seconds)
         elif choice is not None and choice.model_write_seconds:
             throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
                                               write_seconds)

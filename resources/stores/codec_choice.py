@@ -229,9 +229,9 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
 
 
 class ThroughputRecord:
-    """A store's raw-byte MB/s as this machine's processes saw it, in a small JSON file (each step
-    is a process of its own, so one process rarely measures enough itself): a moving average of
-    puts and gets of ``AUTO_MIN_BYTES`` or more stored as they are, each weighted by its seconds
+    """A store's MB/s of stored bytes as this machine's processes saw it, in a small JSON file (each
+    step is a process of its own, so one process rarely measures enough itself): a moving average of
+    puts stored as they are and gets, each of ``AUTO_MIN_BYTES`` or more and weighted by its seconds
     (``RECORD_HORIZON_S``), by store (backend and endpoint)."""
 
     def __init__(self, path: Path | None = None):
