@@ -46,7 +46,7 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 # the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
 from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
                        STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, empty_tables, median, parse_mix,
-                       ratios, search_static, summarize_variants, variant_order)
+                       ratios, search_static, store_table_knobs, summarize_variants, variant_order)
 
 
 class Day:
@@ -265,7 +265,10 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
         # the table's options, put back at the end
         found = NodeState(day.store.session, "asgard", "objects") if day.node else None
         try:
-            day.switch(Configuration())
+            # Cassandra at its defaults, on the table as the store creates it (the knob space's own default
+            # is Cassandra's stock table: LZ4 and gc_grace 10 days, which no CassandraIOManager() user has)
+            base = Configuration().replace(**store_table_knobs())
+            day.switch(base)
             apps = list(dict.fromkeys(app for app, _ in cfg.mix))
             # one untimed run of each pipeline: the forkserver, the history the topology analyzer reads,
             # and, on the loop's per-edge fields, the throughput record it chooses from (as best_static
@@ -285,10 +288,11 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             model = Surrogate.load(cfg.model_path or DEFAULT_MODEL)
             jobs = {app: make_job(app, "cassandra", cfg.max_concurrent, network=network) for app in apps}
             server_knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
-            static_server = Configuration()  # on the hosts the ring keeps its configuration
-            if not on_hosts:
-                static_server, _ = recommend(model, analyze_with_history(jobs[apps[0]], instance).workload(),
-                                             server_knobs)
+            static_server = base  # on the hosts the ring keeps its configuration
+            if not on_hosts:  # the searched knobs over the base, as the retune job changes only those
+                recommended, _ = recommend(model, analyze_with_history(jobs[apps[0]], instance).workload(),
+                                           server_knobs)
+                static_server = base.replace(**{k: recommended[k] for k in server_knobs})
             say(f"[{network}] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
             day.switch(static_server)
             t_search = time.perf_counter()
@@ -301,7 +305,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                 lookahead = {app: sum(warm.values()) / cfg.concurrent for app in apps}
                 loop = AsgardLoop(instance, jobs, Dataset.load().median_restart_seconds(), lookahead, cfg.model_path,
                                   **({} if network == "loopback" else {"connection": day.connection(), "node_index": None}))
-            loop_config = Configuration()
+            loop_config = base
             for rnd in range(cfg.rounds):
                 for variant in variant_order(rnd):
                     reconf_s = 0.0
@@ -309,7 +313,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                         backend, client = PEER_BACKEND, None
                     elif variant == "default":
                         backend, client = "cassandra", None
-                        day.switch(Configuration())
+                        day.switch(base)
                     elif variant == "best_static":
                         backend, client = "cassandra", static_client
                         day.switch(static_server)
@@ -346,7 +350,9 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                 else:
                     state_file.unlink(missing_ok=True)
     variants = summarize_variants(days)
-    variants["best_static"]["config"] = {"io_manager": static_client, "server": static_server.non_default()}
+    variants["best_static"]["config"] = {"io_manager": static_client,
+                                         "server": {k: v for k, v in static_server.non_default().items()
+                                                    if k not in store_table_knobs()}}
     variants["loop"]["config"] = {"io_manager": dict(LOOP_FIELDS),
                                   "server": "retune job per round" if server_retune else
                                   "the ring's (its hosts' agents reconfigure it)"}

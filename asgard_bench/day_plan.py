@@ -30,6 +30,14 @@ LOOP_FIELDS = {"codec": "auto", "placement": "auto", "replicas": "auto"}
 DEFAULT_MIX = "etl_columnar:scale=0.5,etl_columnar:scale=0.5,word_count"
 
 
+def store_table_knobs(replication_factor: int = 1) -> dict[str, Any]:
+    """The table knobs' values on the objects table as the store creates it: compression off (the
+    store's codecs compress) and its gc_grace_seconds (0 with one replica)."""
+    from asgard.resources.stores.cql.statements import table_gc_grace_seconds
+
+    return {"compression": "none", "gc_grace_seconds": table_gc_grace_seconds(replication_factor)}
+
+
 def parse_mix(text: str) -> list[tuple[str, dict[str, Any]]]:
     """``app[:key=value[;key=value]]`` entries, comma-separated, each one run of the day."""
     from asgard.pipelines.jobs import APPS

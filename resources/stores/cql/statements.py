@@ -57,6 +57,12 @@ def storage_bytes(value: str) -> int:
 # option compresses the rest; Cassandra compressing them again costs CPU on both paths
 TABLE_OPTIONS = "compression = {'enabled': 'false'}"
 
+
+def table_gc_grace_seconds(replication_factor: int) -> int:
+    """The tables' gc_grace_seconds: 0 with one replica (tombstones of purged runs can go at the next
+    compaction: no replica needs them for a repair), else 3 hours."""
+    return 0 if replication_factor == 1 else 3 * 3600
+
 CQL_TYPES = {"text": "VarcharType", "blob": "BytesType", "int": "Int32Type", "boolean": "BooleanType"}
 
 
@@ -330,8 +336,7 @@ class Statements:
             f"{{'class': 'SimpleStrategy', 'replication_factor': {layout.replication_factor}}} "
             f"AND durable_writes = {str(layout.durable_writes).lower()}"
         ))
-        # gc_grace 0 with one replica: tombstones of purged runs can go at the next compaction
-        gc_grace = 0 if layout.replication_factor == 1 else 3 * 3600
+        gc_grace = table_gc_grace_seconds(layout.replication_factor)
         execute(session, (
             f"CREATE TABLE IF NOT EXISTS {layout.qualified_table} ("
             "scope text, path text, version text, grp int, chunk int, manifest blob, data blob, "
