@@ -4,13 +4,18 @@ about 0.8 s of launch each (docs/results/issue37-step-launch.txt). Real runs on 
 Cassandra and MinIO, with an audit hook in the forkserver recording each step's imports."""
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import subprocess
 import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
+PRELOAD_MODULE = TESTS.parent / "pipelines" / "forkserver_preload.py"
 
 RUNS = """
 import tempfile
@@ -53,3 +58,17 @@ def test_a_steps_process_imports_no_library_the_forkserver_has_not(cassandra_nod
                 late.setdefault(name.split(".")[0], set()).add(p.name)
     assert not late, ("imported in steps' processes after the fork, add them to pipelines/forkserver_preload.py: "
                       + ", ".join(f"{package} ({len(pids)} of {len(steps)} steps)" for package, pids in sorted(late.items())))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("module", sorted(
+    alias.name for node in ast.walk(ast.parse(PRELOAD_MODULE.read_text())) if isinstance(node, ast.Import)
+    for alias in node.names))
+def test_each_module_the_preload_names_is_still_there(module):
+    """The forkserver skips a preload module that fails to import, silently, and every step would import
+    its rest again: each name (Dagster's private modules among them) is checked here, by name."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        pytest.fail(f"{module} (pipelines/forkserver_preload.py) is gone from the installed release: re-check what a "
+                    f"step's process imports (tests/test_forkserver_preload.py says which) and update the list ({exc})")
