@@ -351,8 +351,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                     state_file.unlink(missing_ok=True)
     variants = summarize_variants(days)
     variants["best_static"]["config"] = {"io_manager": static_client,
-                                         "server": {k: v for k, v in static_server.non_default().items()
-                                                    if k not in store_table_knobs()}}
+                                         "server": {k: static_server[k] for k in base.diff(static_server)}}
     variants["loop"]["config"] = {"io_manager": dict(LOOP_FIELDS),
                                   "server": "retune job per round" if server_retune else
                                   "the ring's (its hosts' agents reconfigure it)"}
