@@ -1,48 +1,48 @@
-"""CPU seconds by process during ETL runs (scale 0.5) under the cloud profile: the Cassandra node, MinIO, and
-the rest (the machine's total from /proc/stat; step processes end within a run, so they are in the total only).
-Each spec is a backend, optionally with the IO manager's config as JSON; one untimed run, then two measured.
+"""CPU seconds by process during ETL runs (scale 0.5) under the cloud profile: the profile's Cassandra
+node, its MinIO, their Toxiproxies, and the rest of the machine (the total from /proc/stat: the step
+processes end within a run, so they are in it only). Each spec is a backend, optionally with the IO
+manager's config as JSON; one untimed run, then two measured.
 Usage: .venv/bin/python scripts/cpu_by_process.py cassandra s3_stock 'cassandra:{"codec":"lz4","placement":"producer-local"}'
 Needs `asgard stores up --network cloud`."""
-import os, sys, time, tempfile, json
-import psutil
+import json
+import sys
+import tempfile
+
 import dagster as dg
+import psutil
+
 from asgard.pipelines.jobs import run_app
+from asgard.resources.network import Deployment
 
-def groups():
-    g = {}
-    for p in psutil.process_iter(["name", "cmdline"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            name = p.info["name"] or ""
-            if "java" in name or "CassandraDaemon" in cmd: k = "cassandra"
-            elif "minio" in name: k = "minio"
-            elif "toxiproxy" in name: k = "toxiproxy"
-            elif "redis" in name: k = "redis"
-            elif "python" in name: k = "python"
-            else: k = "other"
-            t = p.cpu_times()
-            g[p.pid] = (k, t.user + t.system)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return g
 
-def total():
+def machine_cpu_seconds() -> float:
     t = psutil.cpu_times()
     return t.user + t.system + t.nice + t.irq + t.softirq
 
+
+def main() -> None:
+    cloud = Deployment("cloud")
+    servers = {"cassandra": cloud.server("cassandra"), "minio": cloud.server("s3"),
+               "toxiproxy": [cloud.proxy("cassandra"), cloud.proxy("s3")]}
+
+    def cpu() -> dict[str, float]:
+        got = {k: sum(s.cpu_seconds() for s in (v if isinstance(v, list) else [v])) for k, v in servers.items()}
+        return {**got, "total": machine_cpu_seconds()}
+
+    with tempfile.TemporaryDirectory() as tmp, dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
+        for spec in sys.argv[1:]:
+            backend, _, config = spec.partition(":")
+            config = json.loads(config) if config else None
+            run_app("etl_columnar", backend, scale=0.5, instance=instance, network="cloud", io_manager_config=config)
+            for _ in range(2):
+                before = cpu()
+                run = run_app("etl_columnar", backend, scale=0.5, instance=instance, network="cloud",
+                              io_manager_config=config)
+                used = {k: v - before[k] for k, v in cpu().items()}
+                used["rest"] = used["total"] - used["cassandra"] - used["minio"] - used["toxiproxy"]
+                print(json.dumps({"spec": spec, "e2e_s": round(run.seconds, 1),
+                                  **{k: round(v, 1) for k, v in used.items()}}), flush=True)
+
+
 if __name__ == "__main__":
-    specs = sys.argv[1:]
-    with tempfile.TemporaryDirectory() as tmp, dg.DagsterInstance.local_temp(tempdir=tmp) as inst:
-        for spec in specs:
-            backend, cfg = spec.split(":", 1) if ":" in spec else (spec, "{}")
-            cfg = json.loads(cfg)
-            run_app("etl_columnar", backend, scale=0.5, instance=inst, network="cloud", io_manager_config=cfg or None)
-            for rep in range(2):
-                g0, c0, w0 = groups(), total(), time.perf_counter()
-                r = run_app("etl_columnar", backend, scale=0.5, instance=inst, network="cloud", io_manager_config=cfg or None)
-                g1, c1, w1 = groups(), total(), time.perf_counter()
-                by = {}
-                for pid, (k, t) in g1.items():
-                    by[k] = by.get(k, 0) + t - (g0[pid][1] if pid in g0 else 0)
-                print(json.dumps({"spec": spec, "e2e": round(r.seconds, 1), "wall": round(w1 - w0, 1),
-                                  "cpu_total": round(c1 - c0, 1), **{k: round(v, 1) for k, v in sorted(by.items())}}), flush=True)
+    main()

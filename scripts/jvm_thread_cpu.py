@@ -1,44 +1,52 @@
-"""CPU seconds of the cloud profile's Cassandra node by thread group (compaction, memtable flushes, the native
-transport, reads, ...), over two ETL runs at scale 0.5 after one untimed, from /proc/PID/task/*/stat.
+"""CPU seconds of the cloud profile's Cassandra node by thread group (compaction, memtable flushes, the
+native transport, reads, ...), over two ETL runs at scale 0.5 after one untimed, from /proc/PID/task/*/stat.
 Usage: .venv/bin/python scripts/jvm_thread_cpu.py ['{"codec": "lz4"}']   (the IO manager's config, optional)
 Needs `asgard stores up --network cloud`."""
-import os, re, sys, time, tempfile, json, collections
-import psutil
+import collections
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
 import dagster as dg
+
 from asgard.pipelines.jobs import run_app
+from asgard.resources.network import Deployment
 
-def jvm():
-    for p in psutil.process_iter(["name", "cmdline"]):
-        if "CassandraDaemon" in " ".join(p.info["cmdline"] or []) and "net/cloud" in " ".join(p.info["cmdline"] or []):
-            return p.pid
-    raise SystemExit("no Cassandra node of the cloud profile runs: `asgard stores up --network cloud`")
 
-def threads(pid):
-    out = collections.Counter()
+def thread_cpu_seconds(pid: int) -> collections.Counter:
+    """CPU seconds by thread name, its trailing number dropped (CompactionExecutor:3 -> CompactionExecutor)."""
+    out: collections.Counter = collections.Counter()
     tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             stat = open(f"/proc/{pid}/task/{tid}/stat").read()
-            name = stat[stat.index("(") + 1: stat.rindex(")")]
-            f = stat[stat.rindex(")") + 2:].split()
-            group = re.sub(r"[-:]?\d+$", "", name)
-            out[group] += (int(f[11]) + int(f[12])) / tick
-        except (OSError, ValueError):
-            pass
+        except OSError:  # a thread that ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1: stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[re.sub(r"[-:]?\d+$", "", name)] += (int(fields[11]) + int(fields[12])) / tick
     return out
 
-if __name__ == "__main__":
-    pid = jvm()
-    cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
-    with tempfile.TemporaryDirectory() as tmp, dg.DagsterInstance.local_temp(tempdir=tmp) as inst:
-        run_app("etl_columnar", "cassandra", scale=0.5, instance=inst, network="cloud", io_manager_config=cfg)
-        t0 = threads(pid)
+
+def main() -> None:
+    pid = Deployment("cloud").server("cassandra").pid()
+    if pid is None:
+        sys.exit("no Cassandra node of the cloud profile runs: `asgard stores up --network cloud`")
+    config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
+    with tempfile.TemporaryDirectory() as tmp, dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
+        run_app("etl_columnar", "cassandra", scale=0.5, instance=instance, network="cloud", io_manager_config=config)
+        before = thread_cpu_seconds(pid)
         for _ in range(2):
-            r = run_app("etl_columnar", "cassandra", scale=0.5, instance=inst, network="cloud", io_manager_config=cfg)
-        time.sleep(5)
-        t1 = threads(pid)
-    d = {k: round(t1[k] - t0.get(k, 0), 2) for k in t1}
-    tot = sum(d.values())
-    print("total", round(tot, 1))
-    for k, v in sorted(d.items(), key=lambda x: -x[1])[:18]:
-        print(f"{k:<40} {v:6.2f}")
+            run_app("etl_columnar", "cassandra", scale=0.5, instance=instance, network="cloud", io_manager_config=config)
+        time.sleep(5)  # the flushes and compactions the runs set off
+        used = {k: v - before.get(k, 0) for k, v in thread_cpu_seconds(pid).items()}
+    print(f"total {sum(used.values()):.1f}")
+    for name, seconds in sorted(used.items(), key=lambda x: -x[1])[:18]:
+        print(f"{name:<40} {seconds:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
