@@ -217,13 +217,14 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
                     (s3.get("aws_access_key_id"), s3.get("aws_secret_access_key"))) if run_id else {
         "status": "error", "e2e_s": float("nan"), "steps": [], "writes": [], "reads": [], "io_timing": "none",
         "parallel_mean": None, "parallel_max": None}
+    purge_error = ""
     if run_id and ok and pb in ("cassandra", "redis", "s3", "local"):
         try:  # ephemeral data: drop it (outside the timed window)
             from asgard.pipelines.backends import io_manager_for
 
             io_manager_for(pb, network).purge_run(run_id)
-        except Exception:
-            pass
+        except Exception as exc:  # recorded, not raised: the run succeeded; its rows stay until their TTL
+            purge_error = f"{type(exc).__name__}: {exc}"
     if run_id and pb == "s3_stock":  # the peer's objects, as the purge drops ours (outside the timed window)
         clear_stock_s3_run(run_id, s3.get("endpoint_url"), (s3.get("aws_access_key_id"), s3.get("aws_secret_access_key")))
     writes, reads, steps = m["writes"], m["reads"], m["steps"]
@@ -231,6 +232,7 @@ def run_one(instance, rep: int, phase: str, app: str, backend: str, sizes: dict,
         "rep": rep, "app": app, "backend": backend, "phase": phase,
         "fanout": sizes.get("fanout", ""), "scale": sizes.get("scale", ""),
         "run_id": run_id, "success": bool(ok and m["status"] == "success"), "error": error,
+        "purge_error": purge_error,
         "e2e_s": m["e2e_s"], "wall_s": wall,
         "invocations": len(steps),
         "step_s_total": _sum(s["seconds"] for s in steps),

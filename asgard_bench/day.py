@@ -46,7 +46,7 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 # the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
 from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
                        STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, empty_tables, median, parse_mix,
-                       ratios, search_static, store_table_knobs, summarize_variants, variant_order)
+                       ratios, search_static, static_levers, store_table_knobs, summarize_variants, variant_order)
 
 
 class Day:
@@ -115,11 +115,12 @@ class Day:
             storage = instance_cost(self.hourly, e2e)
         cost = functions + storage
         failed = [f"{r['app']}: {r['error'] or 'run failed'}" for r in rows if not r["success"]]
+        unpurged = [f"{r['app']} {r['run_id']}: {r['purge_error']}" for r in rows if r.get("purge_error")]
         shares = [r["store_share_pct"] for r in rows if r.get("store_share_pct") is not None]
         return {"round": rnd, "variant": variant, "backend": backend, "client": client or {}, "e2e_s": e2e,
                 "reconfiguration_s": reconf_s,
                 "cost_usd": cost, "storage_usd": storage, "perf_per_dollar": perf_per_dollar(e2e, cost),
-                "failed_runs": len(failed), "failures": failed,
+                "failed_runs": len(failed), "failures": failed, "purge_errors": unpurged,
                 "store_share_pct": statistics.median(shares) if shares else None,
                 "runs": [{k: r[k] for k in ("app", "scale", "fanout", "run_id", "success", "e2e_s", "store_share_pct",
                                             "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
@@ -136,7 +137,8 @@ class Day:
         return row["e2e_s"] if row["success"] else float("inf")
 
     def search_static(self) -> tuple[dict, list[dict]]:
-        return search_static(self.probe, self.cfg.search_probes, self.say)
+        return search_static(self.probe, self.cfg.search_probes, self.say,
+                             static_levers(self.store.replication_factor or 1))
 
 
 def step_workers(instance, run_id: str) -> dict[str, str]:
@@ -298,7 +300,8 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             t_search = time.perf_counter()
             static_client, trials = day.search_static()
             search_s = time.perf_counter() - t_search
-            say(f"[{network}] best_static: {static_client} on {static_server.non_default() or 'the default server'}")
+            server_text = "the ring as it is" if on_hosts else static_server.non_default() or "the default server"
+            say(f"[{network}] best_static: {static_client} on {server_text}")
             loop = None
             if server_retune:
                 state_file.unlink(missing_ok=True)  # the loop starts on the default
@@ -333,7 +336,8 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                     record = day.run(rnd, variant, backend, client, reconf_s)
                     days.append(record)
                     say(f"[{network}] round {rnd + 1}/{cfg.rounds} {variant:<12} day E2E {record['e2e_s']:.1f}s"
-                        + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else ""))
+                        + (f", {record['failed_runs']} failed: {record['failures']}" if record["failed_runs"] else "")
+                        + (f", purge failed: {record['purge_errors']}" if record["purge_errors"] else ""))
         finally:
             say(f"[{network}] restoring the node")
             try:

@@ -47,7 +47,7 @@ from .apps_run import store_share_pct
 from .apps_summary import price_row
 from .xcom import PEERS, stock_peer_settings
 from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, empty_tables, median, ratios,
-                       search_static, summarize_variants, variant_order)
+                       search_static, static_levers, summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -85,6 +85,7 @@ class AirflowDay:
         from .apps_servers import server_for
 
         self.cfg, self.network, self.prices, self.say = cfg, network, prices, say
+        self.replication_factor = 1  # the profile's one node
         self.deployment = Deployment(network)
         self.minio = server_for("s3", network)
         self.minio.ensure_bucket(PEER_BUCKET)
@@ -237,6 +238,7 @@ class AirflowHostsDay(AirflowDay):
         from asgard.resources.workers.deployment import DEFAULT_AIRFLOW_DAGS, RING_KEYSPACE, EmulatedDeployment
 
         self.cfg, self.network, self.prices, self.say = cfg, "hosts3", prices, say
+        self.replication_factor = REPLICATION_FACTOR
         self.hosts = EmulatedDeployment()
         if Path(self.hosts.airflow_dags) != DEFAULT_AIRFLOW_DAGS.resolve():
             raise AirflowDayError(f"the hosts' Airflow workers run the DAGs of {self.hosts.airflow_dags}, not the "
@@ -334,7 +336,8 @@ def _run_setting(cfg: DayConfig, network: str, say: Callable[[str], None], descr
                 day.run_one(-1, "loop", app, sizes, dict(LOOP_FIELDS))
             say(f"[{network}/airflow] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
             t_search = time.perf_counter()
-            static_client, trials = search_static(day.probe, cfg.search_probes, say)
+            static_client, trials = search_static(day.probe, cfg.search_probes, say,
+                                                  static_levers(day.replication_factor))
             search_s = time.perf_counter() - t_search
             say(f"[{network}/airflow] best_static: {static_client}")
             clients = {"peer": None, "default": None, "best_static": static_client, "loop": dict(LOOP_FIELDS)}

@@ -19,13 +19,13 @@ MiB = 1 << 20
 #: the per-edge levers best_static sets once for every edge: the default first, then the alternatives
 STATIC_LEVERS: dict[str, tuple] = {
     "codec": ("none", "lz4", "zstd"),
+    "replicas": ("store", "1"),  # only on a ring of more than one copy (static_levers)
     "placement": ("ring", "producer-local"),
     "chunk_size_bytes": (0, 1 * MiB, 8 * MiB),  # 16 MiB is over a default node's largest chunk (15 MiB)
     "concurrency": (8, 4, 16),
 }
-#: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default).
-#: replicas is not a static lever: one copy of every output (assets, and broadcasts read from several
-#: hosts, included) is not a configuration a user would run; per edge it is kept to 1:1 intermediates
+#: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default);
+#: replicas auto keeps one copy of a 1:1 intermediate and the store's factor for a broadcast or an asset
 LOOP_FIELDS = {"codec": "auto", "placement": "auto", "replicas": "auto"}
 DEFAULT_MIX = "etl_columnar:scale=0.5,etl_columnar:scale=0.5,word_count"
 
@@ -86,13 +86,22 @@ def variant_order(i: int) -> list[str]:
     return [VARIANTS[(i + j) % len(VARIANTS)] for j in range(len(VARIANTS))]
 
 
-def search_static(probe: Callable[[dict], float], probes: int, say: Callable[[str], None]) -> tuple[dict, list[dict]]:
-    """Coordinate search: each lever in turn, every value tried with the others at the best so far,
-    one ``probe`` run each (a value that does not beat the best stays out); ``probes`` runs at most."""
-    best = {k: v[0] for k, v in STATIC_LEVERS.items()}
+def static_levers(replication_factor: int) -> dict[str, tuple]:
+    """best_static's levers on a store keeping ``replication_factor`` copies: one copy of every edge
+    (broadcasts and the last outputs too) is a choice only where the ring keeps more than one."""
+    return {k: v for k, v in STATIC_LEVERS.items() if k != "replicas" or replication_factor > 1}
+
+
+def search_static(probe: Callable[[dict], float], probes: int, say: Callable[[str], None],
+                  levers: dict[str, tuple] | None = None) -> tuple[dict, list[dict]]:
+    """Coordinate search over ``levers`` (:func:`static_levers`; every lever by default): each lever
+    in turn, every value tried with the others at the best so far, one ``probe`` run each (a value
+    that does not beat the best stays out); ``probes`` runs at most."""
+    levers = STATIC_LEVERS if levers is None else levers
+    best = {k: v[0] for k, v in levers.items()}
     best_e2e = probe(best)
     trials = [{"client": dict(best), "e2e_s": best_e2e}]
-    for lever, values in STATIC_LEVERS.items():
+    for lever, values in levers.items():
         for value in values[1:]:
             if len(trials) >= probes:
                 return best, trials

@@ -7,11 +7,16 @@ settings, interleaved: pass 1 runs every setting, then pass 2 does (so the machi
 every setting alike). Its figure, per setting, is calibrate's: how far one pass's label lands from
 the other's, mean absolute % both ways (asgard.tuner.dataset.retest_error_pct).
 
-    .venv/bin/python scripts/label_noise.py --settings 1x2,3x2,1x6 --random 2 [--orders grouped,per-workload] [--json]
+    .venv/bin/python scripts/label_noise.py --settings 1x2,3x2,1x6 --random 2 [--orders grouped,per-workload]
+        [--table stock|store] [--json]
 
 ``--orders``: how a label's pairs are ordered over the workloads (asgard.tuner.measure.ORDERS),
 each crossed with every setting: ``grouped`` (every workload on one side, then the other: a pair's
 two samples a pass over the workloads apart), ``per-workload`` (one workload's pairs back to back).
+
+``--table``: the objects table every configuration starts from: ``stock`` (the knob space's default,
+Cassandra's: LZ4, tombstones kept 10 days) or ``store`` (as the store creates it: compression off,
+gc_grace 0 at one replica); a random configuration's own table knobs win over either.
 
 It starts the tuner's own node (127.0.0.5, as ``asgard tune calibrate``) and stops it after.
 """
@@ -57,6 +62,7 @@ def main() -> None:
     ap.add_argument("--orders", default="grouped", help="grouped, per-workload or both, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--index", type=int, default=5)
+    ap.add_argument("--table", choices=("stock", "store"), default="stock")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -64,7 +70,13 @@ def main() -> None:
     rng = random.Random(args.seed)
     live = [k for k in CALIBRATED if KNOBS[k].apply in NO_RESTART]
     default = Configuration()
-    configs = [("aa", default)] + [(f"random{i + 1}", random_configuration(live, rng)) for i in range(args.random)]
+    if args.table == "store":
+        from asgard.resources.stores.cql.statements import table_gc_grace_seconds
+
+        default = default.replace(compression="none", gc_grace_seconds=table_gc_grace_seconds(1))
+    drawn = [random_configuration(live, rng) for _ in range(args.random)]
+    configs = [("aa", default)] + [(f"random{i + 1}", default.replace(**c.non_default()))
+                                   for i, c in enumerate(drawn)]
     workloads = dag_workloads()
     node = TunerNode(index=args.index, heap="2G")
     if not node.is_running():

@@ -264,3 +264,29 @@ def test_s3_requests_are_measured_at_the_server(tmp_path, minio_server):
     assert int(local["s3_puts"]) == int(local["s3_gets"]) == 0 and float(local["storage_usd"]) == 0.0
     md = (out / "summary.md").read_text()
     assert "| word_count | local * |" in md and "a floor, not a peer" in md
+
+
+def test_a_purge_that_fails_after_a_run_is_recorded_in_its_row(tmp_path, monkeypatch):
+    """The bench drops each run's outputs after it; a purge that fails (the store unreachable) leaves them
+    on the store until their TTL, so the run's row names the error instead of passing over it."""
+    import dagster as dg
+
+    import asgard.pipelines.backends as backends
+    from asgard_bench.apps_run import run_one
+
+    real = backends.io_manager_for
+
+    def with_failing_purge(backend, network="loopback"):
+        manager = real(backend, network)
+
+        def purge_run(run_id):
+            raise ConnectionError(f"store unreachable purging {run_id}")
+
+        object.__setattr__(manager, "purge_run", purge_run)  # the run itself never purges
+        return manager
+
+    monkeypatch.setattr(backends, "io_manager_for", with_failing_purge)
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path)) as instance:
+        row, steps, _ = run_one(instance, 0, "default", "word_count", "local", {}, cost.Prices.load())
+    assert row["success"] and steps, row
+    assert row["purge_error"] == f"ConnectionError: store unreachable purging {row['run_id']}"
