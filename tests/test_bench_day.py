@@ -53,6 +53,8 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
     assert len(trials) == 2
     kept = full["variants"]["best_static"]["config"]["io_manager"]
     assert kept == min(trials, key=lambda t: t["e2e_s"])["client"]
+    # one node, one copy: the replicas lever has nothing to give and is not probed
+    assert all("replicas" not in t["client"] for t in trials) and trials[1]["client"]["codec"] == "lz4"
     assert {d["client"]["codec"] for d in full["days"] if d["variant"] == "loop"} == {"auto"}
     # the loop's edges on the multiprocess executor (every step on this host): the customers table,
     # read by each partition's join, is kept beside the ring for them (at scale 0.1, 2.5 MB; at 0.05,

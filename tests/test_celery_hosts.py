@@ -225,7 +225,7 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
     from asgard.resources.stores.cql import CassandraObjectStore
     from asgard_bench.day import DayConfig, parse_mix, run_day, summary_json
 
-    cfg = DayConfig(settings=["hosts3"], rounds=1, concurrent=2, search_probes=1, out=str(tmp_path),
+    cfg = DayConfig(settings=["hosts3"], rounds=1, concurrent=2, search_probes=2, out=str(tmp_path),
                     mix=parse_mix("etl_columnar:scale=0.1;fanout=6,word_count:scale=0.25;fanout=3;reducers=2"))
     result = run_day(cfg, print)
     print((tmp_path / "day.txt").read_text())
@@ -241,6 +241,15 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
     workers = {h for d in result["settings"]["hosts3"]["days"] for r in d["runs"] for h in r["hosts"]}
     assert workers == {f"dagster@{h.name}" for h in deployment.hosts.hosts}
     assert 0 < hosts3["store_share_pct"] < 100
+    # best_static's search on the RF 3 ring: one copy of every edge is its first lever after the
+    # baseline; its days wrote the ETL's partitions at the copies it kept
+    setting = result["settings"]["hosts3"]
+    trials = setting["search"]["trials"]
+    assert [t["client"]["replicas"] for t in trials] == ["store", "1"], trials
+    kept_one = setting["variants"]["best_static"]["config"]["io_manager"]["replicas"] == "1"
+    static_etl = [r for d in setting["days"] if d["variant"] == "best_static" for r in d["runs"]
+                  if r["app"] == "etl_columnar"][0]["edges"]
+    assert static_etl["filter_orders.result"]["replicas"] == ({1: 6} if kept_one else {"store": 6}), static_etl
     # the loop's per-edge placement on a shared queue: the broadcast (customers, read by every
     # partition's join) keeps a copy on its producer's host for the readers that land there; the
     # scattered partitions, each read once, stay in the ring alone
