@@ -16,7 +16,8 @@ two samples a pass over the workloads apart), ``per-workload`` (one workload's p
 
 ``--table``: the objects table every configuration starts from: ``stock`` (the knob space's default,
 Cassandra's: LZ4, tombstones kept 10 days) or ``store`` (as the store creates it: compression off,
-gc_grace 0 at one replica); a random configuration's own table knobs win over either.
+gc_grace 0 at one replica), the A/A pairs' and every label's baseline; a random configuration
+draws its table knobs as every other.
 
 It starts the tuner's own node (127.0.0.5, as ``asgard tune calibrate``) and stops it after.
 """
@@ -74,9 +75,7 @@ def main() -> None:
         from asgard.resources.stores.cql.statements import table_gc_grace_seconds
 
         default = default.replace(compression="none", gc_grace_seconds=table_gc_grace_seconds(1))
-    drawn = [random_configuration(live, rng) for _ in range(args.random)]
-    configs = [("aa", default)] + [(f"random{i + 1}", default.replace(**c.non_default()))
-                                   for i, c in enumerate(drawn)]
+    configs = [("aa", default)] + [(f"random{i + 1}", random_configuration(live, rng)) for i in range(args.random)]
     workloads = dag_workloads()
     node = TunerNode(index=args.index, heap="2G")
     if not node.is_running():
