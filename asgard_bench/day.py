@@ -6,11 +6,13 @@ four ways, interleaved round by round (the order rotated each round, so drift hi
 
 * ``peer``        -- dagster-aws's ``S3PickleIOManager`` on MinIO, the stock peer;
 * ``default``     -- our CassandraIOManager with its default fields, the node on its defaults;
-* ``best_static`` -- one value of each per-edge lever (codec, placement, chunk size, requests in
-  flight) for every edge, found by a coordinate search of probe runs in this setting before the
-  rounds, with the server configuration the surrogate recommends for the day's workload;
+* ``best_static`` -- one value of each per-edge lever (copies on a ring of more than one, codec,
+  placement, chunk size, requests in flight) for every edge, found by a coordinate search before the
+  rounds, each probe the day's first pipeline ``concurrent`` runs at once, with the server
+  configuration the surrogate recommends for the day's workload;
 * ``loop``        -- the levers decided per edge (``codec``, ``placement`` and ``replicas`` ``auto``,
-  the last one copy of a 1:1 intermediate on the hosts' RF 3 ring; the connection's ``chunk_reads`` is ``auto`` by default) and the upcoming-runs sensor and the
+  the last one copy of a 1:1 intermediate on the hosts' RF 3 ring; the connection's ``chunk_reads``
+  is ``auto`` by default) and the upcoming-runs sensor and the
   retune job before each round, their reconfiguration time counted in the day's E2E: on loopback
   the job manages the local node; under a profile it reaches the profile's node from outside, as a
   user's cluster (keyspace and table options by CQL, the whole retune run counted as its time).
@@ -128,13 +130,16 @@ class Day:
                          for r in rows]}
 
     def probe(self, client: dict) -> float:
-        """One run of the mix's first pipeline with ``client``'s fields: its E2E (inf when it fails)."""
+        """The mix's first pipeline with ``client``'s fields, as many runs at once as the day runs (a
+        codec's cost depends on the load it meets): the slowest one's E2E (inf when one fails)."""
         from .apps_run import run_one
 
         app, sizes = self.cfg.mix[0]
-        row, _, _ = run_one(self.instance, -1, "search", app, "cassandra", sizes, self.prices,
-                            self.cfg.max_concurrent, None, self.network, client)
-        return row["e2e_s"] if row["success"] else float("inf")
+        with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-probe") as pool:
+            rows = [f.result()[0] for f in [
+                pool.submit(run_one, self.instance, -1, "search", app, "cassandra", sizes, self.prices,
+                            self.cfg.max_concurrent, None, self.network, client) for _ in range(self.cfg.concurrent)]]
+        return max(r["e2e_s"] for r in rows) if all(r["success"] for r in rows) else float("inf")
 
     def search_static(self) -> tuple[dict, list[dict]]:
         return search_static(self.probe, self.cfg.search_probes, self.say,
