@@ -48,7 +48,8 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 # the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
 from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
                        STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, empty_tables, median, parse_mix,
-                       ratios, search_static, static_levers, store_table_knobs, summarize_variants, variant_order)
+                       ratios, search_static, slowest_e2e, static_levers, store_table_knobs, summarize_variants,
+                       variant_order)
 
 
 class Day:
@@ -139,7 +140,7 @@ class Day:
             rows = [f.result()[0] for f in [
                 pool.submit(run_one, self.instance, -1, "search", app, "cassandra", sizes, self.prices,
                             self.cfg.max_concurrent, None, self.network, client) for _ in range(self.cfg.concurrent)]]
-        return max(r["e2e_s"] for r in rows) if all(r["success"] for r in rows) else float("inf")
+        return slowest_e2e(rows)
 
     def search_static(self) -> tuple[dict, list[dict]]:
         return search_static(self.probe, self.cfg.search_probes, self.say,

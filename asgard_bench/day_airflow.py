@@ -47,7 +47,7 @@ from .apps_run import store_share_pct
 from .apps_summary import price_row
 from .xcom import PEERS, stock_peer_settings
 from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, empty_tables, median, ratios,
-                       search_static, static_levers, summarize_variants, variant_order)
+                       search_static, slowest_e2e, static_levers, summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -212,7 +212,7 @@ class AirflowDay:
         with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-probe-airflow") as pool:
             rows = [f.result() for f in [pool.submit(self.run_one, -1, "search", app, sizes, client)
                                          for _ in range(self.cfg.concurrent)]]
-        return max(r["e2e_s"] for r in rows) if all(r["success"] for r in rows) else float("inf")
+        return slowest_e2e(rows)
 
     def clear_peer(self) -> None:
         """What the stock backend stored (it never deletes): removed after its day, outside its E2E."""

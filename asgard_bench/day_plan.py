@@ -92,12 +92,16 @@ def static_levers(replication_factor: int) -> dict[str, tuple]:
     return {k: v for k, v in STATIC_LEVERS.items() if k != "replicas" or replication_factor > 1}
 
 
+def slowest_e2e(rows: list[dict]) -> float:
+    """A probe's figure from its runs at once: the slowest one's E2E, inf when one failed."""
+    return max(r["e2e_s"] for r in rows) if all(r["success"] for r in rows) else float("inf")
+
+
 def search_static(probe: Callable[[dict], float], probes: int, say: Callable[[str], None],
-                  levers: dict[str, tuple] | None = None) -> tuple[dict, list[dict]]:
-    """Coordinate search over ``levers`` (:func:`static_levers`; every lever by default): each lever
-    in turn, every value tried with the others at the best so far, one ``probe`` run each (a value
-    that does not beat the best stays out); ``probes`` runs at most."""
-    levers = STATIC_LEVERS if levers is None else levers
+                  levers: dict[str, tuple]) -> tuple[dict, list[dict]]:
+    """Coordinate search over ``levers`` (:func:`static_levers`): each lever in turn, every value
+    tried with the others at the best so far, one ``probe`` each (a value that does not beat the
+    best stays out); ``probes`` probes at most."""
     best = {k: v[0] for k, v in levers.items()}
     best_e2e = probe(best)
     trials = [{"client": dict(best), "e2e_s": best_e2e}]
