@@ -137,9 +137,9 @@ class Day:
 
         app, sizes = self.cfg.mix[0]
         with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-probe") as pool:
-            rows = [f.result()[0] for f in [
-                pool.submit(run_one, self.instance, -1, "search", app, "cassandra", sizes, self.prices,
-                            self.cfg.max_concurrent, None, self.network, client) for _ in range(self.cfg.concurrent)]]
+            rows = list(pool.map(lambda _: run_one(self.instance, -1, "search", app, "cassandra", sizes, self.prices,
+                                                   self.cfg.max_concurrent, None, self.network, client)[0],
+                                 range(self.cfg.concurrent)))
         return slowest_e2e(rows)
 
     def search_static(self) -> tuple[dict, list[dict]]:

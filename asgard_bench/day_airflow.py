@@ -210,8 +210,7 @@ class AirflowDay:
         app, sizes = self.cfg.mix[0]
         self.prepare("search", client)
         with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-probe-airflow") as pool:
-            rows = [f.result() for f in [pool.submit(self.run_one, -1, "search", app, sizes, client)
-                                         for _ in range(self.cfg.concurrent)]]
+            rows = list(pool.map(lambda _: self.run_one(-1, "search", app, sizes, client), range(self.cfg.concurrent)))
         return slowest_e2e(rows)
 
     def clear_peer(self) -> None:

@@ -1,16 +1,16 @@
 """CPU seconds of the cloud profile's Cassandra node by thread group (compaction, memtable flushes, the
-native transport, reads, ...), over two ETL runs at scale 0.5 after one untimed, from /proc/PID/task/*/stat.
+native transport, reads, ...), over two ETL runs at scale 0.5 after one untimed, by psutil's threads.
 Usage: .venv/bin/python scripts/jvm_thread_cpu.py ['{"codec": "lz4"}']   (the IO manager's config, optional)
 Needs `asgard stores up --network cloud`."""
 import collections
 import json
-import os
 import re
 import sys
 import tempfile
 import time
 
 import dagster as dg
+import psutil
 
 from asgard.pipelines.jobs import run_app
 from asgard.resources.network import Deployment
@@ -19,15 +19,13 @@ from asgard.resources.network import Deployment
 def thread_cpu_seconds(pid: int) -> collections.Counter:
     """CPU seconds by thread name, its trailing number dropped (CompactionExecutor:3 -> CompactionExecutor)."""
     out: collections.Counter = collections.Counter()
-    tick = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    for t in psutil.Process(pid).threads():
         try:
-            stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+            with open(f"/proc/{pid}/task/{t.id}/comm") as f:
+                name = f.read().strip()
         except OSError:  # a thread that ended meanwhile
             continue
-        name = stat[stat.index("(") + 1: stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[re.sub(r"[-:]?\d+$", "", name)] += (int(fields[11]) + int(fields[12])) / tick
+        out[re.sub(r"[-:]?\d+$", "", name)] += t.user_time + t.system_time
     return out
 
 
