@@ -23,11 +23,16 @@ df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
 # - the main pass: every test of the suite's node (127.0.0.1), Redis and MinIO;
 # - the ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses,
 #   members and Dagster instance; mostly waiting on gossip, drains and hint deliveries), then the
-#   celery workers on the same hosts' names (tests/test_celery_hosts.py);
+#   celery workers on the same hosts' names (tests/test_celery_hosts.py), then, in the twenty minutes
+#   that pass has to spare, the Airflow XCom files on the suite's node (airflow_keyspace below);
 # - the files that start nodes of their own on loopback and never touch the suite's node
 #   (own_nodes below: no instance index of theirs is one the main pass starts).
 # Their logs follow the main one. With test paths given, pytest runs just those.
 beside=(tests/test_hosts_ring.py tests/test_celery_hosts.py)
+# every file whose DAG runs write to the keyspace asgard_airflow_test, in one process: `asgard airflow
+# purge` drops that keyspace's runs its Airflow home does not know, another process's too
+airflow_keyspace=(tests/test_airflow_xcom.py tests/test_airflow_xcom_semantics.py tests/test_airflow_placement.py
+  tests/test_replicas_per_object.py)
 own_nodes=(tests/test_rolling_retune.py tests/test_cassandra_ring.py tests/test_cassandra_runtime.py
   tests/test_patches_differential.py tests/test_ring_orders.py tests/test_tuner_calibration.py tests/test_numa.py
   tests/test_patches_read_repair.py tests/test_unmanaged_cluster.py tests/test_hand_started_cassandra.py
@@ -38,7 +43,10 @@ for arg in "$@"; do
 done
 if [ ${#beside[@]} -gt 0 ]; then
   beside_log=$(mktemp -t asgard-hosts-ring.XXXXXX.log)
-  .venv/bin/python -m pytest "$@" -p no:cacheprovider "${beside[@]}" >"$beside_log" 2>&1 &
+  beside_xml=$(mktemp -t asgard-hosts-ring.XXXXXX.xml)
+  # the suite's keyspace is the main pass's to drop when it ends (tests/conftest.py), not this pass's
+  ASGARD_TEST_KEEP_KEYSPACE=1 .venv/bin/python -m pytest "$@" -p no:cacheprovider --junitxml="$beside_xml" \
+    "${beside[@]}" "${airflow_keyspace[@]}" >"$beside_log" 2>&1 &
   beside_pid=$!
   own_log=$(mktemp -t asgard-own-nodes.XXXXXX.log)
   own_xml=$(mktemp -t asgard-own-nodes.XXXXXX.xml)
@@ -46,7 +54,8 @@ if [ ${#beside[@]} -gt 0 ]; then
   own_pid=$!
   main_xml=$(mktemp -t asgard-main-pass.XXXXXX.xml)
   set +e
-  .venv/bin/python -m pytest "$@" --junitxml="$main_xml" "${beside[@]/#/--ignore=}" "${own_nodes[@]/#/--ignore=}"
+  .venv/bin/python -m pytest "$@" --junitxml="$main_xml" "${beside[@]/#/--ignore=}" "${own_nodes[@]/#/--ignore=}" \
+    "${airflow_keyspace[@]/#/--ignore=}"
   main_rc=$?
   wait "$own_pid"
   own_rc=$?
@@ -55,14 +64,15 @@ if [ ${#beside[@]} -gt 0 ]; then
   set -e
   echo "=== ${own_nodes[*]} (beside the rest) ==="
   cat "$own_log"
-  echo "=== ${beside[*]} (beside the rest) ==="
+  echo "=== ${beside[*]} ${airflow_keyspace[*]} (beside the rest) ==="
   df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
   cat "$beside_log"
-  # last, where a CI log's tail keeps it: each failure of the two passes with its error's end
+  # last, where a CI log's tail keeps it: each failure of the three passes with its error's end
   .venv/bin/python scripts/failures_summary.py "$own_xml" "the own-nodes pass"
+  .venv/bin/python scripts/failures_summary.py "$beside_xml" "the hosts' pass"
   .venv/bin/python scripts/failures_summary.py "$main_xml"
   if [ "$main_rc" -ne 0 ] || [ "$own_rc" -ne 0 ] || [ "$beside_rc" -ne 0 ]; then
-    echo "tests failed: main pass exit $main_rc, own nodes exit $own_rc, ${beside[*]} exit $beside_rc" >&2
+    echo "tests failed: main pass exit $main_rc, own nodes exit $own_rc, the hosts' pass exit $beside_rc" >&2
     exit 1
   fi
 else
