@@ -228,8 +228,8 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1),
               help="Interleaved rounds of the four variants (2 or more for the noise floor).")
 @click.option("--search-probes", default=8, show_default=True, type=click.IntRange(1),
-              help="best_static: probes of its coordinate search, per setting (each the first pipeline, "
-                   "as many runs at once as the day).")
+              help="best_static: probes of its coordinate search, per setting (each the day's mix, run "
+                   "as a round runs it).")
 @click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Fitted surrogate (default: the one shipped in tuner/data).")
 @click.option("--prices", type=click.Path(exists=True, dir_okay=False), default=None)

@@ -8,7 +8,7 @@ four ways, interleaved round by round (the order rotated each round, so drift hi
 * ``default``     -- our CassandraIOManager with its default fields, the node on its defaults;
 * ``best_static`` -- one value of each per-edge lever (copies on a ring of more than one, codec,
   placement, chunk size, requests in flight) for every edge, found by a coordinate search before the
-  rounds, each probe the day's first pipeline ``concurrent`` runs at once, with the server
+  rounds, each probe the day's mix run as a round runs it (its E2E the probe's), with the server
   configuration the surrogate recommends for the day's workload;
 * ``loop``        -- the levers decided per edge (``codec``, ``placement`` and ``replicas`` ``auto``,
   the last one copy of a 1:1 intermediate on the hosts' RF 3 ring; the connection's ``chunk_reads``
@@ -48,7 +48,7 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 # the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
 from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
                        STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, empty_tables, median, parse_mix,
-                       ratios, search_static, slowest_e2e, static_levers, store_table_knobs, summarize_variants,
+                       ratios, search_static, static_levers, store_table_knobs, summarize_variants,
                        variant_order)
 
 
@@ -130,17 +130,10 @@ class Day:
                                             "hosts", "edges")}
                          for r in rows]}
 
-    def probe(self, client: dict) -> float:
-        """The mix's first pipeline with ``client``'s fields, as many runs at once as the day runs (a
-        codec's cost depends on the load it meets): the slowest one's E2E (inf when one fails)."""
-        from .apps_run import run_one
-
-        app, sizes = self.cfg.mix[0]
-        with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-probe") as pool:
-            rows = list(pool.map(lambda _: run_one(self.instance, -1, "search", app, "cassandra", sizes, self.prices,
-                                                   self.cfg.max_concurrent, None, self.network, client)[0],
-                                 range(self.cfg.concurrent)))
-        return slowest_e2e(rows)
+    def probe(self, client: dict) -> dict:
+        """The day's mix with ``client``'s fields, as a round runs it (its edges and its load: a codec's
+        cost depends on the load it meets, a lever's worth on every pipeline of the day)."""
+        return self.run(-1, "search", "cassandra", client)
 
     def search_static(self) -> tuple[dict, list[dict]]:
         return search_static(self.probe, self.cfg.search_probes, self.say,

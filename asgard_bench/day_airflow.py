@@ -47,7 +47,7 @@ from .apps_run import store_share_pct
 from .apps_summary import price_row
 from .xcom import PEERS, stock_peer_settings
 from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, empty_tables, median, ratios,
-                       search_static, slowest_e2e, static_levers, summarize_variants, variant_order)
+                       search_static, static_levers, summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -204,14 +204,9 @@ class AirflowDay:
                                             "bytes_written", "write_s_total", "read_s_total", "compute_s_total",
                                             "hosts", "edges")} for r in rows]}
 
-    def probe(self, client: dict) -> float:
-        """The mix's first pipeline with ``client``'s levers, as many runs at once as the day runs:
-        the slowest one's E2E (inf when one fails)."""
-        app, sizes = self.cfg.mix[0]
-        self.prepare("search", client)
-        with ThreadPoolExecutor(self.cfg.concurrent, thread_name_prefix="asgard-probe-airflow") as pool:
-            rows = list(pool.map(lambda _: self.run_one(-1, "search", app, sizes, client), range(self.cfg.concurrent)))
-        return slowest_e2e(rows)
+    def probe(self, client: dict) -> dict:
+        """The day's mix with ``client``'s levers, as a round runs it."""
+        return self.run(-1, "search", client)
 
     def clear_peer(self) -> None:
         """What the stock backend stored (it never deletes): removed after its day, outside its E2E."""

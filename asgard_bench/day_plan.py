@@ -92,26 +92,28 @@ def static_levers(replication_factor: int) -> dict[str, tuple]:
     return {k: v for k, v in STATIC_LEVERS.items() if k != "replicas" or replication_factor > 1}
 
 
-def slowest_e2e(rows: list[dict]) -> float:
-    """A probe's figure from its runs at once: the slowest one's E2E, inf when one failed."""
-    return max(r["e2e_s"] for r in rows) if all(r["success"] for r in rows) else float("inf")
+def trial(client: dict, day: dict) -> dict:
+    """A probe's record: its levers, the apps its day ran, and its figure, the day's E2E (inf when a
+    run failed: a lever that fails a run never wins)."""
+    return {"client": dict(client), "apps": [r["app"] for r in day["runs"]],
+            "e2e_s": day["e2e_s"] if not day["failed_runs"] else float("inf")}
 
 
-def search_static(probe: Callable[[dict], float], probes: int, say: Callable[[str], None],
+def search_static(probe: Callable[[dict], dict], probes: int, say: Callable[[str], None],
                   levers: dict[str, tuple]) -> tuple[dict, list[dict]]:
     """Coordinate search over ``levers`` (:func:`static_levers`): each lever in turn, every value
-    tried with the others at the best so far, one ``probe`` each (a value that does not beat the
-    best stays out); ``probes`` probes at most."""
+    tried with the others at the best so far, one ``probe`` each (the day's mix with those levers,
+    its day's record; a value that does not beat the best stays out); ``probes`` probes at most."""
     best = {k: v[0] for k, v in levers.items()}
-    best_e2e = probe(best)
-    trials = [{"client": dict(best), "e2e_s": best_e2e}]
+    trials = [trial(best, probe(best))]
+    best_e2e = trials[0]["e2e_s"]
     for lever, values in levers.items():
         for value in values[1:]:
             if len(trials) >= probes:
                 return best, trials
             candidate = {**best, lever: value}
-            e2e = probe(candidate)
-            trials.append({"client": candidate, "e2e_s": e2e})
+            trials.append(trial(candidate, probe(candidate)))
+            e2e = trials[-1]["e2e_s"]
             say(f"  search {lever}={value}: {e2e:.1f}s (best {best_e2e:.1f}s)")
             if e2e < best_e2e:
                 best, best_e2e = candidate, e2e

@@ -50,7 +50,7 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
     assert {d["backend"] for d in full["days"] if d["variant"] != "peer"} == {"cassandra"}
     # best_static: its probes, and the one it kept is the fastest it saw
     trials = full["search"]["trials"]
-    assert len(trials) == 2
+    assert len(trials) == 2 and all(t["apps"] == ["etl_columnar", "etl_columnar"] for t in trials), trials
     kept = full["variants"]["best_static"]["config"]["io_manager"]
     assert kept == min(trials, key=lambda t: t["e2e_s"])["client"]
     # one node, one copy: the replicas lever has nothing to give and is not probed

@@ -246,6 +246,8 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
     setting = result["settings"]["hosts3"]
     trials = setting["search"]["trials"]
     assert [t["client"]["replicas"] for t in trials] == ["store", "1"], trials
+    # each probe ran the day's mix as a round does: the ETL and word count at once, not one app alone
+    assert all(sorted(t["apps"]) == ["etl_columnar", "word_count"] for t in trials), trials
     kept_one = setting["variants"]["best_static"]["config"]["io_manager"]["replicas"] == "1"
     static_etl = [r for d in setting["days"] if d["variant"] == "best_static" for r in d["runs"]
                   if r["app"] == "etl_columnar"][0]["edges"]
@@ -291,6 +293,8 @@ def test_a_day_on_airflow_across_the_hosts_four_ways(deployment, tmp_path):
     assert all(r["edges"] for d in days if d["variant"] != "peer" for r in d["runs"])
     assert all(r["edges"] == {} for d in days if d["variant"] == "peer" for r in d["runs"])
     assert 0 < hosts3["store_share_pct"] < 100
+    (probe,) = result["settings"]["hosts3"]["search"]["trials"]  # the day's mix, as a round runs it
+    assert sorted(probe["apps"]) == ["etl_columnar", "word_count"] and probe["e2e_s"] > 0, probe
     # the workers are back on the deployment's own settings
     from asgard.resources.workers.deployment import EmulatedDeployment
 
