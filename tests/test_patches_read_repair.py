@@ -78,6 +78,9 @@ def run_scenario(ring: CassandraCluster) -> dict[str, object]:
 
         fresh.nodetool("disablehandoff")  # 2.
         stale.stop()
+        # seen down before its restart: a driver that never saw it go keeps the dead connection as up and
+        # fails the first read pinned to it (ConnectionShutdown, a CI run of 2026-11-29 under three passes)
+        wait_driver_sees(cluster, stale.address, up=False)
         for k in KEYS:
             if k in DELETED:
                 run("DELETE FROM rr.kv WHERE k = %s", CL.ONE, fresh_host, (k,))
