@@ -23,8 +23,8 @@ df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
 # - the main pass: every test of the suite's node (127.0.0.1), Redis and MinIO;
 # - the ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses,
 #   members and Dagster instance; mostly waiting on gossip, drains and hint deliveries), then the
-#   celery workers on the same hosts' names (tests/test_celery_hosts.py), then, in the twenty minutes
-#   that pass has to spare, the Airflow XCom files on the suite's node (airflow_keyspace below);
+#   celery workers on the same hosts' names (tests/test_celery_hosts.py), then the Airflow XCom files
+#   on the suite's node (airflow_keyspace below), so that the three passes end close together;
 # - the files that start nodes of their own on loopback and never touch the suite's node
 #   (own_nodes below: no instance index of theirs is one the main pass starts).
 # Their logs follow the main one. With test paths given, pytest runs just those.
