@@ -271,10 +271,6 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             base = Configuration().replace(**store_table_knobs())
             day.switch(base)
             apps = list(dict.fromkeys(app for app, _ in cfg.mix))
-            # the peer's jobs made once here, in one thread: its first day's runs, making them two threads at
-            # once, failed one with "No module named 'dagster_aws'" (the cloud day of 2026-11-29)
-            for app in apps:
-                make_job(app, PEER_BACKEND, cfg.max_concurrent, network=network)
             # one untimed run of each pipeline: the forkserver, the history the topology analyzer reads,
             # and, on the loop's per-edge fields, the throughput record it chooses from (as best_static
             # learns from its untimed probes)
@@ -292,6 +288,10 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
 
             model = Surrogate.load(cfg.model_path or DEFAULT_MODEL)
             jobs = {app: make_job(app, "cassandra", cfg.max_concurrent, network=network) for app in apps}
+            # the peer's jobs made once too, here, in one thread: its first day's runs, making them two threads
+            # at once, failed one with "No module named 'dagster_aws'" (the cloud day of 2026-11-29)
+            for app in apps:
+                make_job(app, PEER_BACKEND, cfg.max_concurrent, network=network)
             server_knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
             static_server = base  # on the hosts the ring keeps its configuration
             if not on_hosts:  # the searched knobs over the base, as the retune job changes only those
