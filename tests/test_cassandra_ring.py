@@ -323,9 +323,10 @@ def test_no_instance_spins_on_its_default_role_setup(ring):
 
 def test_a_member_whose_seed_does_not_answer_gossip_is_started_again_with_a_longer_shadow_round(tmp_path):
     """A seed starved of CPU (here: stopped with SIGSTOP) does not answer the joining member's
-    shadow round, which fails "Unable to gossip with any peers"; the ring's start starts the member
-    once more with a longer window (ring_delay_ms), and the seed, back, answers it."""
-    from asgard.resources.cassandra.cluster import NO_GOSSIP_PEERS, SECOND_START_RING_DELAY_MS
+    shadow round, which fails "Unable to gossip with any peers"; the member's start (the ring's
+    start, a killed member's restart) starts it once more with a longer window (ring_delay_ms), and
+    the seed, back, answers it."""
+    from asgard.resources.cassandra.node import NO_GOSSIP_PEERS, SECOND_START_RING_DELAY_MS
 
     ring = CassandraCluster(nodes=2, first_index=3, heap="1G", workdir=tmp_path)
     seed, member = ring.nodes
@@ -342,12 +343,12 @@ def test_a_member_whose_seed_does_not_answer_gossip_is_started_again_with_a_long
 
     try:
         seed.start()
-        # stopped, its CQL port still accepts (the kernel's backlog): the ring's start finds it up
         os.kill(seed.pid(), signal.SIGSTOP)
         watcher = threading.Thread(target=resume_seed_after_the_first_failure, daemon=True)
         watcher.start()
-        ring.start()
+        member.start()  # the member's own start, as a restart of a killed member is (not only the ring's)
         watcher.join()
+        ring.wait_converged()
         launches = [line for line in member.log_file.read_text().splitlines() if line.startswith("=== start")]
         assert len(launches) == 2  # one that found no seed, one that joined
         assert "-Dcassandra.ring_delay_ms=0" in launches[0]

@@ -70,7 +70,7 @@ class CassandraCluster:
         consistency ALL sent in that gap fails as Unavailable, so ``start`` returns only
         once the ring has converged."""
         # one at a time: a node joins more reliably once the seed is up
-        times = {n.name: _start_member(n) for n in self.nodes}
+        times = {n.name: n.start() for n in self.nodes}
         if len(self.nodes) > 1:
             self.wait_converged(converge_timeout)
         return times
@@ -254,31 +254,6 @@ class CassandraCluster:
 class RingMemberError(ServerError):
     """A member of the ring cannot be reconfigured here: not an instance this project runs, down,
     or started without a launch record (it could not be restarted as it runs)."""
-
-
-#: a joining member's shadow round heard from no seed in time: a seed starved of CPU for seconds
-#: (seen in CI on this 2-core machine, "local pause of 8 s" in the seed's log); Cassandra's
-#: remedy is to start the member again
-NO_GOSSIP_PEERS = "Unable to gossip with any peers"
-
-#: ring_delay_ms of that second start: it bounds the shadow round's wait for a seed (a fast start's
-#: 0 gives the seed about 1 s, and a second start at 0 failed too in CI at load 10 on 2 cores); the
-#: round ends at the seed's first answer (assumption: twice the 8 s pause seen)
-SECOND_START_RING_DELAY_MS = 16_000
-
-
-def _start_member(node: CassandraNode) -> float:
-    """Seconds ``node`` took to start, started once more, with a longer shadow round, where its
-    first shadow round found no seed."""
-    try:
-        return node.start()
-    except ServerError as exc:
-        if NO_GOSSIP_PEERS not in str(exc):
-            raise
-        delay = int(node.system_properties.get("cassandra.ring_delay_ms", 0))
-        # the node's launch properties, so its later restarts keep the same window
-        node.system_properties["cassandra.ring_delay_ms"] = str(max(delay, SECOND_START_RING_DELAY_MS))
-        return node.start()
 
 
 def _drain(node: CassandraNode) -> float:
