@@ -14,6 +14,10 @@ fi
 # the suite's Cassandra has the same heap on any machine (the tuner's knob space was calibrated
 # on 2 GiB heaps; the NUMA plan's own sizing rule is tested in tests/test_numa.py)
 export ASGARD_CASSANDRA_HEAP="${ASGARD_CASSANDRA_HEAP:-2G}"
+# the suite's nodes live seconds to minutes, on two cores shared by three passes: C2's compilations
+# cost them more CPU than they give back (measured: scripts/jvm_start_cpu.py, docs/results/ci-time.txt);
+# JVM_EXTRA_OPTS is Cassandra's own variable, read at each start, so a set one is kept
+export JVM_EXTRA_OPTS="${JVM_EXTRA_OPTS--XX:TieredStopAtLevel=1}"
 .venv/bin/asgard stores up
 # the disk before and after: MinIO refuses writes and pip fails near a full disk (seen in CI)
 df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"

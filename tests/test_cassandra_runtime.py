@@ -65,6 +65,21 @@ def test_restart_with_changed_knob_is_read_back(node2):
     assert node2.restart_seconds(recent=1) == round(seconds, 3)
 
 
+def test_jvm_extra_opts_reach_the_server_last_as_cassandra_env_sh_appends_them(node2, monkeypatch):
+    """``JVM_EXTRA_OPTS`` (Cassandra's own variable) is read at each start, split as a shell would,
+    and goes after the project's flags, so an operator's flag wins over ours."""
+    monkeypatch.setenv("JVM_EXTRA_OPTS", "-XX:TieredStopAtLevel=1  -Dasgard.extra='two words'")
+    node2.restart()
+    argv = Path(f"/proc/{node2.pid()}/cmdline").read_bytes().decode().split("\0")
+    assert "-XX:TieredStopAtLevel=1" in argv and "-Dasgard.extra=two words" in argv
+    assert argv.index("-Dasgard.extra=two words") > max(i for i, a in enumerate(argv) if a.startswith("-Dcassandra"))
+    assert node2.settings(["concurrent_writes"])  # the JVM took the flags: the node answers
+    monkeypatch.undo()  # the variable as the suite found it, for the module's later tests
+    node2.restart()
+    argv = Path(f"/proc/{node2.pid()}/cmdline").read_bytes().decode().split("\0")
+    assert not any(a.startswith("-Dasgard.extra") for a in argv)
+
+
 def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     """The install step applies resources/cassandra/patches/<version>/*.patch to the release's
     sources and puts the compiled classes first on the instance's classpath: the running JVM
@@ -331,10 +346,16 @@ def test_a_lone_node_restart_keeps_the_rows_written_right_before_it(lone_node):
 
 
 def test_nodetool_over_jmx(node2):
+    from asgard.resources.cassandra.install import nodetool_cds_archive
+
     out = node2.nodetool("info")
     assert "Native Transport active: true" in out
     node2.nodetool("setcompactionthroughput", "32")
     assert "32" in node2.nodetool("getcompactionthroughput")
+    # a run wrote the archive of nodetool's classes as it exited; later runs map it, their output as clean
+    archive = nodetool_cds_archive()
+    assert archive.stat().st_size > 0 and not list(archive.parent.glob(f"{archive.name}.*.partial"))
+    assert node2.nodetool("getcompactionthroughput").strip().startswith("Current compaction throughput")
 
 
 def test_a_live_session_survives_a_node_restart(node2):

@@ -354,6 +354,13 @@ def cds_archive(version: str | None = None, patches: bool | None = None) -> Path
     return cds_dir(version) / f"cassandra-{cds_key(version, patches)}.jsa"
 
 
+def nodetool_cds_archive(version: str | None = None) -> Path:
+    """The dynamic AppCDS archive of nodetool's classes (the release's jars, never the patches),
+    written by its first run at exit (``-XX:ArchiveClassesAtExit``)."""
+    version = version or cassandra_version()
+    return cds_dir(version) / f"nodetool-{cds_key(version, patches=False)}.jsa"
+
+
 def cds_classlist(version: str | None = None, patches: bool | None = None) -> Path:
     """The classes a real start loaded (``-XX:DumpLoadedClassList``), the archive's recipe."""
     version = version or cassandra_version()

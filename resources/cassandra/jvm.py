@@ -1,4 +1,6 @@
 """The JVM options every Cassandra process here runs with (the server and nodetool alike)."""
+import os
+import shlex
 
 # From Cassandra's conf/jvm17-server.options (JPMS section): what Cassandra needs on Java 17.
 JVM17_FLAGS = [
@@ -36,3 +38,9 @@ GC_FLAGS = [
     "-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5",
     "-XX:MaxGCPauseMillis=300", "-XX:InitiatingHeapOccupancyPercent=70",
 ]
+
+
+def extra_jvm_options() -> list[str]:
+    """``JVM_EXTRA_OPTS`` split as a shell would: what Cassandra's own ``cassandra-env.sh`` appends
+    to a server's JVM options, read here the same way for the servers this project launches."""
+    return shlex.split(os.environ.get("JVM_EXTRA_OPTS", ""))

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from .install import cds_archive, cds_classlist, install, server_classpath
-from .jvm import GC_FLAGS, JVM17_FLAGS
+from .jvm import GC_FLAGS, JVM17_FLAGS, extra_jvm_options
 from .node_spec import NodeSpec
 
 # What a local, freshly created node does not need to wait for.
@@ -207,6 +207,7 @@ class NodeCommandLine:
             "-Dcassandra-foreground=yes",
             *(f"-D{k}={v}" for k, v in spec.system_properties.items()),
             *(["-Dcassandra.start_native_transport=false"] if clients_held else []),
+            *extra_jvm_options(),  # last: the operator's flag wins over ours, as in cassandra-env.sh
             "-cp", server_classpath(spec.version, spec.patches),
             "org.apache.cassandra.service.CassandraDaemon",
         ]

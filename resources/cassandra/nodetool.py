@@ -2,13 +2,15 @@
 same jars, talking JMX on loopback."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from ..paths import cache_dir
-from .install import cassandra_version, install
+from .install import cassandra_version, install, nodetool_cds_archive
 from .jvm import JVM17_FLAGS
 
 # nodetool has no logback.xml of its own on this classpath, so logback logs netty at DEBUG
@@ -37,9 +39,17 @@ def nodetool(jmx_port: int, *args: str, version: str | None = None, timeout: flo
     logback = cache_dir("cassandra") / "nodetool-logback.xml"
     if not logback.exists() or logback.read_text() != QUIET_LOGBACK:
         logback.write_text(QUIET_LOGBACK)
+    # its classes mapped from an archive the first run writes: a third of each call's CPU (1.15 -> 0.8 s
+    # for `status`, measured here), and the suite makes hundreds; the JVM's own warnings go to stderr,
+    # never into the output parsed
+    archive = nodetool_cds_archive(version)
+    partial = None if archive.exists() else archive.with_name(
+        f"{archive.name}.{os.getpid()}.{threading.get_ident()}.partial")
     cmd = [
         *(prefix or []),
         shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        "-Xlog:disable", "-Xlog:all=warning:stderr",
+        f"-XX:ArchiveClassesAtExit={partial}" if partial else f"-XX:SharedArchiveFile={archive}",
         *JVM17_FLAGS, "-Dcassandra.logdir=/tmp",
         f"-Dlogback.configurationFile=file://{logback}",
         *([f"-Djavax.net.ssl.trustStore={truststore}"] if truststore else []),
@@ -50,7 +60,15 @@ def nodetool(jmx_port: int, *args: str, version: str | None = None, timeout: flo
         "-h", host, "-p", str(jmx_port),
         *(["-u", credentials[0], "-pwf", str(credentials[1])] if credentials else []), *args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if partial is not None:
+        partial.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if partial is not None and partial.exists():  # whole: the JVM wrote it as it exited
+            os.replace(partial, archive)
+    finally:
+        if partial is not None:
+            partial.unlink(missing_ok=True)
     if proc.returncode != 0:
         raise NodetoolError(f"nodetool {' '.join(args)} (JMX {host}:{jmx_port}) failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
