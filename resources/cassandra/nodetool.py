@@ -39,8 +39,8 @@ def nodetool(jmx_port: int, *args: str, version: str | None = None, timeout: flo
     logback = cache_dir("cassandra") / "nodetool-logback.xml"
     if not logback.exists() or logback.read_text() != QUIET_LOGBACK:
         logback.write_text(QUIET_LOGBACK)
-    # its classes mapped from an archive the first run writes: a third of each call's CPU (1.15 -> 0.8 s
-    # for `status`, measured here), and the suite makes hundreds; the JVM's own warnings go to stderr,
+    # its classes mapped from an archive the first run writes: a third of each call's CPU (1.2 -> 0.8 s
+    # for `status`: docs/results/ci-time.txt), and the suite makes hundreds; the JVM's own warnings go to stderr,
     # never into the output parsed
     archive = nodetool_cds_archive(version)
     partial = None if archive.exists() else archive.with_name(
