@@ -61,23 +61,6 @@ def schema_session(node: Any, store: Any) -> Iterator[Any]:
         cluster.shutdown()
 
 
-def execute_when_writable(session: Any, cql: str, params: Any, timeout: float = 60.0) -> Any:
-    """``session.execute``, sent again while the driver refuses it unsent because the connection's
-    socket buffer is full ("Connection ... is overloaded"): the store's own session, which runs
-    keep their writes in flight on while a retune alters their table (a retune's ALTER failed so
-    under the live-dip workload in CI)."""
-    from asgard.resources.stores.cql.errors import is_busy
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return session.execute(cql, params, timeout=timeout)
-        except Exception as exc:
-            if not is_busy(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 def store_keyspace_table(store: Any) -> tuple[str, str]:
     return getattr(store, "keyspace", "asgard"), getattr(store, "table", "objects")
 
@@ -168,6 +151,8 @@ def apply(node: Any, store: Any, config: Configuration, previous: Configuration 
         ensure = getattr(store, "ensure_schema", None)
         if ensure is not None:  # a store that has not written yet: nothing to ALTER otherwise
             ensure()
+        from asgard.resources.stores.cql.retry import execute_when_writable
+
         with schema_session(node, store) as session:
             # only what differs from the schema read back now (once: the schema is the ring's)
             result.table = alter_schema(lambda cql, params: execute_when_writable(session, cql, params), ks, table,

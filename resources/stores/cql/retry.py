@@ -57,6 +57,21 @@ def ride_through_retry_policy():
     return RideThroughRetryPolicy()
 
 
+def execute_when_writable(session, statement, params=None, timeout: float = 60.0):
+    """``session.execute``, sent again while the driver refuses it unsent because the connection's
+    socket buffer is full ("Connection ... is overloaded": nothing went out, so any statement may go
+    again), for ``timeout`` at most: a session whose runs keep writes in flight (a retune's ALTER
+    on the store's own session under the live-dip workload failed so in CI)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return session.execute(statement, params, timeout=timeout)
+        except Exception as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def release(future) -> None:
     """A finished ResponseFuture and its (cancelled) timer refer to each other, so it and the
     chunk it carries waited for Python's cycle collector: 100 MiB of a 256 MiB read was such
@@ -91,7 +106,7 @@ class Requests:
             try:
                 if prepare:
                     return session.prepare(statement)
-                return session.execute(statement, params, timeout=endpoint.request_timeout)
+                return execute_when_writable(session, statement, params, endpoint.request_timeout)
             except (NoHostAvailable, ServerError) as exc:
                 if not prepare and is_schema_settling(exc) and time.monotonic() < start + SCHEMA_SETTLE_SECONDS:
                     time.sleep(0.05)
