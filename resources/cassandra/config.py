@@ -25,6 +25,15 @@ def token_for(index: int, nodes: int) -> str:
     return str(-(2**63) + (index - 1) * (2**64 // nodes))
 
 
+#: a member keeps authorizing requests while system_auth cannot answer a LOCAL_QUORUM read (one
+#: member down, another slow: a run's put failed "Unable to perform authorization of super-user
+#: permission ... received only 1 responses" in the nemesis across hosts): a role's status and
+#: grants refresh in the background every 2 s (Cassandra's default validity) and keep their last
+#: value up to 10 minutes where a refresh fails; logins (credentials) stay at Cassandra's defaults
+AUTH_CACHES = {"roles_validity": "600s", "roles_update_interval": "2s",
+               "permissions_validity": "600s", "permissions_update_interval": "2s"}
+
+
 def base_config(
     directory: Path,
     address: str,
@@ -97,15 +106,6 @@ def base_config(
     if tls is not None:
         config["client_encryption_options"] = client_encryption(tls)
     return config
-
-
-#: a member keeps authorizing requests while system_auth cannot answer a LOCAL_QUORUM read (one
-#: member down, another slow: a run's put failed "Unable to perform authorization of super-user
-#: permission ... received only 1 responses" in the nemesis across hosts): a role's status and
-#: grants refresh in the background every 2 s (Cassandra's default validity) and keep their last
-#: value up to 10 minutes where a refresh fails; logins (credentials) stay at Cassandra's defaults
-AUTH_CACHES = {"roles_validity": "600s", "roles_update_interval": "2s",
-               "permissions_validity": "600s", "permissions_update_interval": "2s"}
 
 
 def client_encryption(tls: NodeTLS) -> dict[str, Any]:
