@@ -14,6 +14,7 @@ CORE = [
     "PyYAML>=6.0",
     "lz4>=4.3",
     "zstandard>=0.22",
+    "numcodecs>=0.16",  # Blosc's shuffle before LZ4: the blosc-lz4 codec of numeric columns
     "click>=8.1",
     "rich>=13.0",
     "croniter>=2.0",

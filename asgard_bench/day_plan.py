@@ -19,7 +19,7 @@ MiB = 1 << 20
 #: the per-edge levers best_static sets once for every edge: the default first, then the alternatives
 STATIC_LEVERS: dict[str, tuple] = {
     "replicas": ("store", "1"),  # first: the codecs then weighed at its copies; only on a ring of more than one
-    "codec": ("none", "lz4", "zstd"),
+    "codec": ("none", "lz4", "blosc-lz4", "zstd"),
     "placement": ("ring", "producer-local"),
     "chunk_size_bytes": (0, 1 * MiB, 8 * MiB),  # 16 MiB is over a default node's largest chunk (15 MiB)
     "concurrency": (8, 4, 16),

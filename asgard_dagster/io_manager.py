@@ -88,7 +88,7 @@ def keys_for_input(context: InputContext) -> dict[str | None, ObjectKey]:
     return {None: key_for_output(context.upstream_output)}
 
 
-#: an output's metadata key naming its codec ("none", "lz4", "zstd", or "auto" to choose for it)
+#: an output's metadata key naming its codec ("none", "lz4", "zstd", "blosc-lz4", or "auto")
 CODEC_METADATA_KEY = "asgard/codec"
 
 

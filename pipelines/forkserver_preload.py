@@ -49,6 +49,7 @@ import hiredis
 import isal.igzip
 import lz4.block
 import lz4.frame
+import numcodecs.blosc
 import redis
 import s3transfer.manager
 import s3transfer.subscribers

@@ -91,3 +91,22 @@ def total(values: list) -> int:
 def broadcast_to_mapped_job():
     parts, lookup = scatter()
     total(parts.map(lambda p: lookup_part(p, lookup)).collect())
+
+
+@op(out=Out(metadata={"asgard/codec": "blosc-lz4"}))
+def orders_table():
+    from asgard.pipelines.etl_columnar import orders_partition
+
+    return orders_partition(1 / 64, 1, 0, 0)  # 16 MiB of the ETL's orders: int64, float64 and int32 columns
+
+
+@op
+def orders_amount(table) -> float:
+    return float(table.column("amount").to_numpy().sum())
+
+
+@job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
+                                                   codec="lz4")},
+     executor_def=multiprocess_executor)
+def numeric_table_job():
+    orders_amount(orders_table())

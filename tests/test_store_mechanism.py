@@ -34,7 +34,7 @@ def test_pickle5_keeps_numpy_buffers_out_of_band():
     assert np.array_equal(PickleSerializer().loads(frames)["a"], arr)
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd", "blosc-lz4"])
 def test_local_round_trip_with_codecs(tmp_path, codec):
     store = LocalObjectStore(tmp_path, codec=codec, chunk_size=64 * 1024)
     value = {"df": pd.DataFrame({"x": np.arange(50_000), "y": ["s"] * 50_000}), "n": None, "t": (1, [2, {3}])}

@@ -87,7 +87,7 @@ STORAGE = SettingGroup("storage", [
     Setting("ttl_seconds", "int", 7 * 24 * 3600,
             "Lifetime of stored objects in seconds (ephemeral data). Keep it longer than you may wait before "
             "re-running from a failure, which reads the earlier run's outputs."),
-    Setting("codec", "str", "none", "Chunk compression: 'none', 'lz4' or 'zstd'; 'auto' chooses per output "
+    Setting("codec", "str", "none", "Chunk compression: 'none', 'lz4', 'zstd' or 'blosc-lz4' (numeric columns); 'auto' chooses per output "
             "(1 MiB or more) from a trial on a sample of it and the store's measured throughput."),
     Setting("placement", "str", "ring",
             "Where outputs live relative to their readers: 'ring' (the store only), 'producer-local' (the store, "
