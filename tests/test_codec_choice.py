@@ -233,9 +233,31 @@ def test_a_short_put_off_its_model_barely_moves_the_choice_for_long_ones(tmp_pat
     assert 1.3 < record.read("s").write_factors[before.codec] < 1.5, record.read("s")  # most of the way
 
 
-def test_reads_of_compressed_outputs_measure_the_store_for_the_next_choices(cassandra_node, tmp_path, monkeypatch):
-    """Once the choices compress every large output, their gets still measure the store's reads, by
-    the bytes stored (before, only outputs stored as they are did, and a day whose edges were all
+def test_a_codec_factor_seen_against_another_store_figure_no_longer_rules_it_out(tmp_path):
+    """A factor corrects the model it was seen against: a codec whose puts ran at 2.9x a model of the
+    assumed store (436 MB/s) is weighed at its model again once the store measures 96 MB/s; puts
+    weighed at the new figure start its factor over instead of averaging with the stale one."""
+    from asgard.resources.stores.codec_choice import ASSUMED_WRITE_MB_S, CpuShare
+
+    record = ThroughputRecord(tmp_path / "throughput.json")
+    # seconds of puts past RECORD_HORIZON_S: each observation moves the factor all the way
+    record.observe_codec("s", "blosc-lz4", model_seconds=2.0, seconds=5.8, base_write_mb_s=ASSUMED_WRITE_MB_S)
+    assert record.read("s").write_factors == {"blosc-lz4": pytest.approx(2.9)}  # still the assumed figure
+    record.observe("s", "write", 96 << 20, 1.0)  # the store measured: 96 MiB/s
+    measured = record.read("s")
+    assert measured.measured and measured.write_factors == {}, measured
+    frames = [memoryview(np.random.default_rng(7).integers(0, 4, 2_000_000).astype(np.int64)).cast("B")]
+    chosen = choose_codec(frames, readers=1, throughput=measured, share=CpuShare(1.0, 1))
+    assert "blosc-lz4 puts" not in chosen.reason and chosen.model_write_mb_s == pytest.approx(96.0), chosen
+    record.observe_codec("s", "blosc-lz4", model_seconds=2.0, seconds=1.0, base_write_mb_s=96.0)  # for 1 s
+    # from 1, a quarter of the way to 0.5 (averaged with the stale 2.9, it would have stayed over 2)
+    assert record.read("s").write_factors == {"blosc-lz4": pytest.approx(0.875)}
+
+
+def test_puts_and_gets_of_compressed_outputs_measure_the_store_for_the_next_choices(cassandra_node, tmp_path,
+                                                                                  monkeypatch):
+    """Once the choices compress every large output, their puts and gets still measure the store,
+    by the bytes stored (before, only outputs stored as they are did, and a day whose edges were all
     compressed chose codecs and copies on the assumed idle-loopback figure)."""
     import asgard.resources.stores.codec_choice as codec_choice
     from asgard.resources.stores import ObjectKey
@@ -253,6 +275,9 @@ def test_reads_of_compressed_outputs_measure_the_store_for_the_next_choices(cass
         put = store.put_serialized(key, store.serialize(columns), codec="lz4")  # the caller's codec
         assert put.manifest.codec == "lz4" and put.manifest.stored_bytes * 3 < put.manifest.size, put.manifest
         assert store.measured_read_mib_s() is None and ThroughputRecord(path).read_mib_s(store.identity()) is None
+        written = ThroughputRecord(path).read(store.identity())
+        assert written.measured, "a put of a compressed output left the store's writes unmeasured"
+        assert written.write_mb_s == pytest.approx(put.manifest.stored_bytes / 2**20 / put.seconds), written
         value, got = store.get(key)
         assert np.array_equal(value, columns) and got.source == "ring"
         measured = ThroughputRecord(path).read_mib_s(store.identity())  # the file every step process shares

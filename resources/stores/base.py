@@ -281,15 +281,16 @@ class ObjectStore(abc.ABC):
 
     def _observe(self, kind: str, manifest: Manifest, seconds: float, choice: CodecChoice | None = None,
                  write_seconds: float = 0.0) -> None:
-        """A put of raw bytes or a get, timed, for the next per-output choices; a put with a codec the
-        choice made (``write_seconds`` after it), against what the model expected of it."""
-        if self.auto_codec and (kind == "read" or manifest.codec == NoCodec.name):
-            # a get's stored bytes, compressed or not, over its seconds: once the choices compress an
-            # edge its reads still measure the store (their decompression, GB/s, rides in the seconds)
-            throughput_record().observe(self.identity(), kind, manifest.stored_bytes, seconds)
-        elif choice is not None and choice.model_write_seconds:
+        """A put or a get, timed, for the next per-output choices; a put with a codec the choice made
+        (``write_seconds`` after it), against what the model expected of it too."""
+        if not self.auto_codec:
+            return
+        # stored bytes, compressed or not, over the put's or get's seconds: once the choices compress
+        # every large edge its puts and gets still measure the store ((de)compression rides in the seconds)
+        throughput_record().observe(self.identity(), kind, manifest.stored_bytes, seconds)
+        if kind == "write" and choice is not None and choice.model_write_seconds:
             throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
-                                              write_seconds)
+                                              write_seconds, choice.model_write_mb_s)
 
     def replicas_of_put(self, replicas: int | ReplicasChoice | None, readers: int | None) -> ReplicasChoice:
         """The copies of one put's chunks: the caller's count or choice, else the store's setting

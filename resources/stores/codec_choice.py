@@ -3,13 +3,14 @@
 A codec pays when the time it saves moving fewer bytes through the store, once for the write and
 once per reader, is more than the time it spends compressing once and decompressing per reader.
 Both sides are measured, not assumed: the codecs' ratio and speed on a sample of the output itself
-(:func:`try_codecs`), and the store's throughput as this machine last saw it for raw bytes
-(:class:`ThroughputRecord`, kept across processes because each step of a run is a process of its
+(:func:`try_codecs`), and the store's throughput as this machine last saw it for the bytes it
+stores (:class:`ThroughputRecord`, kept across processes because each step of a run is a process of its
 own). Until a store has been measured, its throughput is the assumption named below.
 Each codec's writes are then checked against the model: a put with a codec the choice made is
 timed, and the ratio of its seconds to the model's (:attr:`Throughput.write_factors`) scales that
 codec's write in the next choices: a codec whose puts cost more here than its trial and the
-store's raw-byte throughput add up to stops winning on the model's word.
+store's throughput add up to stops winning on the model's word, for as long as the store's
+throughput stays near the figure its puts were weighed at.
 
     choice = choose_codec(frames, readers=3, throughput=record.read(store_id))
     choice.codec, choice.reason   # "lz4", "lz4 ratio 3.1 on a 256 KiB sample: 41 ms against 97 ms ..."
@@ -57,6 +58,11 @@ WRITE_FACTOR_BOUNDS = (0.25, 8.0)
 #: (the cloud day of 2026-11-28: one 1.88x put of the customers table set lz4's factor for every
 #: orders partition after it). Assumption: about one data-heavy step's store time there (1-2 s a put)
 RECORD_HORIZON_S = 4.0
+#: a codec's factor corrects the model it was seen against: once the store's write figure has moved
+#: past this many times the one its puts were weighed at, it counts as 1 again (the cloud day of
+#: 2026-11-29: blosc-lz4's puts, seen at 2.9x a model of the assumed 436 MB/s, kept it out of every
+#: choice after the store measured 96 MB/s, where lz4's factor was learnt again at about 1)
+FACTOR_BASE_SPAN = 1.5
 #: a store's raw-byte MB/s until measured here (assumption: loopback Cassandra, 16 MiB objects,
 #: write 435.8 / read 824.7 MB/s, docs/results/bench-io.txt)
 ASSUMED_WRITE_MB_S, ASSUMED_READ_MB_S = 435.8, 824.7
@@ -138,6 +144,7 @@ class CodecChoice:
     reason: str
     expected_seconds: dict[str, float]
     model_write_seconds: float | None = None
+    model_write_mb_s: float | None = None  # the store's write figure in the record when the model was made
 
 
 def sample_of(frames: list[memoryview]) -> memoryview:
@@ -204,6 +211,7 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
     if size < AUTO_MIN_BYTES:
         return CodecChoice("none", f"{size} bytes, under {AUTO_MIN_BYTES // MiB} MiB: stored as is", {})
     runnable: list[int] = []
+    base_write_mb_s = throughput.write_mb_s
     trials = try_codecs(sample_of(frames), runnable=runnable)
     share = share or cpu_share(runnable)
     trials = [under_load(t, share.share) for t in trials]
@@ -225,7 +233,8 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
     if costs[best.codec] < (1 - MARGIN) * costs["none"]:
         return CodecChoice(best.codec, f"{best.codec} ratio {best.ratio:.2f} on a {sample_of(frames).nbytes // 1024} "
                            f"KiB sample: {costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms "
-                           f"as is, for 1 write and {readers} read(s) at {store}", costs, writes[best.codec])
+                           f"as is, for 1 write and {readers} read(s) at {store}", costs, writes[best.codec],
+                           base_write_mb_s)
     return CodecChoice("none", f"best codec {best.codec} (ratio {best.ratio:.2f}) would take "
                        f"{costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms as is, for 1 write "
                        f"and {readers} read(s) at {store}: not {MARGIN:.0%} better", costs)
@@ -234,8 +243,9 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
 class ThroughputRecord:
     """A store's MB/s of stored bytes as this machine's processes saw it, in a small JSON file (each
     step is a process of its own, so one process rarely measures enough itself): a moving average of
-    puts stored as they are and gets, each of ``AUTO_MIN_BYTES`` or more and weighted by its seconds
-    (``RECORD_HORIZON_S``), by store (backend and endpoint)."""
+    puts and gets, each of ``AUTO_MIN_BYTES`` or more stored and weighted by its seconds
+    (``RECORD_HORIZON_S``), by store (backend and endpoint); and each codec's write factor with the
+    store's write figure it was seen against (``FACTOR_BASE_SPAN``)."""
 
     def __init__(self, path: Path | None = None):
         self.path = path or default_record_path()
@@ -246,28 +256,42 @@ class ThroughputRecord:
         entry = self._load().get(store_id)
         if not entry:
             return Throughput()
-        factors = dict(entry.get("write_factors", {}))
+        write_mb_s = entry.get("write_mb_s", ASSUMED_WRITE_MB_S)
+        bases = entry.get("write_factor_bases", {})
+        factors = {codec: f for codec, f in entry.get("write_factors", {}).items()
+                   if self._same_base(bases.get(codec), write_mb_s)}
         if "write_mb_s" not in entry and "read_mb_s" not in entry:
             return Throughput(write_factors=factors)
-        return Throughput(entry.get("write_mb_s", ASSUMED_WRITE_MB_S), entry.get("read_mb_s", ASSUMED_READ_MB_S),
-                          True, factors)
+        return Throughput(write_mb_s, entry.get("read_mb_s", ASSUMED_READ_MB_S), True, factors)
+
+    @staticmethod
+    def _same_base(base: float | None, write_mb_s: float) -> bool:
+        """Whether a factor seen against a store writing ``base`` MB/s still corrects a model of
+        ``write_mb_s`` (a factor kept before bases were recorded: yes)."""
+        return base is None or 1 / FACTOR_BASE_SPAN <= write_mb_s / base <= FACTOR_BASE_SPAN
 
     def read_mib_s(self, store_id: str) -> float | None:
         """The store's measured reads (MiB/s of raw bytes through the store), None before any."""
         return (self._load().get(store_id) or {}).get("read_mb_s")
 
-    def observe_codec(self, store_id: str, codec: str, model_seconds: float, seconds: float) -> None:
+    def observe_codec(self, store_id: str, codec: str, model_seconds: float, seconds: float,
+                      base_write_mb_s: float | None = None) -> None:
         """Fold one put with ``codec``, which the model expected to take ``model_seconds`` (its
-        compression and write) and took ``seconds``, into the codec's factor; a codec not seen yet
-        starts from the model's own word (1), so its first put weighs only its seconds."""
+        compression and write, at a store writing ``base_write_mb_s``) and took ``seconds``, into the
+        codec's factor; a codec not seen yet, or seen against another base, starts from the model's
+        own word (1), so its first put weighs only its seconds."""
         if model_seconds <= 0 or seconds <= 0:
             return
         low, high = WRITE_FACTOR_BOUNDS
         now = min(high, max(low, seconds / model_seconds))
         with self._lock:
             data = self._load(fresh=True)
-            factors = data.setdefault(store_id, {}).setdefault("write_factors", {})
-            factors[codec] = self._averaged(factors.get(codec, 1.0), now, seconds)
+            entry = data.setdefault(store_id, {})
+            factors, bases = entry.setdefault("write_factors", {}), entry.setdefault("write_factor_bases", {})
+            same = base_write_mb_s is None or self._same_base(bases.get(codec), base_write_mb_s)
+            factors[codec] = self._averaged(factors.get(codec, 1.0) if same else 1.0, now, seconds)
+            if base_write_mb_s is not None:
+                bases[codec] = base_write_mb_s
             self._save(data)
 
     @staticmethod
@@ -278,7 +302,7 @@ class ThroughputRecord:
         return now if old is None else (1 - weight) * old + weight * now
 
     def observe(self, store_id: str, kind: str, size: int, seconds: float) -> None:
-        """Fold one put (``kind`` "write") or get ("read") of ``size`` raw bytes into the record."""
+        """Fold one put (``kind`` "write") or get ("read") of ``size`` stored bytes into the record."""
         if size < AUTO_MIN_BYTES or seconds <= 0:
             return
         with self._lock:

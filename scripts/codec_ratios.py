@@ -1,0 +1,63 @@
+"""Each codec's ratio and CPU speed on the day's own data, chunk by chunk as a put compresses it:
+the ETL's orders and joined tables (Arrow, pickled as the IO manager does), word count's corpus
+split (text) and random floats. CPU seconds (process time), the best of ``--repeats``.
+
+    .venv/bin/python scripts/codec_ratios.py --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from asgard.pipelines import etl_columnar
+from asgard.pipelines.data import stdlib_corpus
+from asgard.resources.stores.base import iter_chunks
+from asgard.resources.stores.serde import CODECS, get_codec, get_serializer
+
+MiB = 1 << 20
+
+
+def samples() -> dict[str, list[memoryview]]:
+    serializer = get_serializer("pickle5")
+    orders = etl_columnar.orders_partition(0.25, 1, 0, 0)  # 64 MiB of a 256 MiB partition's rows
+    customers = etl_columnar.customers_table(0.25, 0)
+    joined = etl_columnar._joined(etl_columnar._filtered(orders), customers)
+    text = "\n".join(stdlib_corpus(0.5))
+    return {"etl orders": serializer.dumps(orders), "etl joined": serializer.dumps(joined),
+            "word count text": serializer.dumps(text), "random floats": serializer.dumps(
+                np.random.default_rng(0).random(8 * MiB))}
+
+
+def measure(frames: list[memoryview], codec_name: str, repeats: int) -> tuple[float, float, float]:
+    codec = get_codec(codec_name)
+    chunks = list(iter_chunks(frames, MiB))
+    size = sum(c.nbytes for c in chunks)
+    packs, unpacks = [], []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        packed = [codec.compress(c) for c in chunks]
+        t1 = time.process_time()
+        for p, c in zip(packed, chunks):
+            codec.decompress(p, c.nbytes)
+        packs.append(t1 - t0)
+        unpacks.append(time.process_time() - t1)
+    stored = sum(memoryview(p).nbytes for p in packed)
+    return size / stored, size / MiB / max(min(packs), 1e-9), size / MiB / max(min(unpacks), 1e-9)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{'data':<16} {'MiB':>5}  {'codec':<10} {'ratio':>6} {'compress MiB/s':>15} {'decompress MiB/s':>17}")
+    for label, frames in samples().items():
+        size = sum(memoryview(f).nbytes for f in frames) / MiB
+        for name in sorted(set(CODECS) - {"none"}):
+            ratio, pack, unpack = measure(frames, name, args.repeats)
+            print(f"{label:<16} {size:>5.0f}  {name:<10} {ratio:>6.2f} {pack:>15.0f} {unpack:>17.0f}")
+
+
+if __name__ == "__main__":
+    main()
