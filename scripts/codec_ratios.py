@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from asgard.pipelines import etl_columnar
-from asgard.pipelines.data import stdlib_corpus
+from asgard.pipelines.data import read_source, stdlib_corpus
 from asgard.resources.stores.base import iter_chunks
 from asgard.resources.stores.serde import CODECS, get_codec, get_serializer
 
@@ -21,12 +21,12 @@ MiB = 1 << 20
 
 def samples() -> dict[str, list[memoryview]]:
     serializer = get_serializer("pickle5")
-    orders = etl_columnar.orders_partition(0.25, 1, 0, 0)  # 64 MiB of a 256 MiB partition's rows
+    orders = etl_columnar.orders_partition(0.25, 1, 0, 0)  # a 256 MiB partition, as at the ETL's default scale
     customers = etl_columnar.customers_table(0.25, 0)
     joined = etl_columnar._joined(etl_columnar._filtered(orders), customers)
-    text = "\n".join(stdlib_corpus(0.5))
+    texts = [read_source(rel) for rel in stdlib_corpus(4)]  # 16 MiB of word count's corpus
     return {"etl orders": serializer.dumps(orders), "etl joined": serializer.dumps(joined),
-            "word count text": serializer.dumps(text), "random floats": serializer.dumps(
+            "word count text": serializer.dumps({"texts": texts}), "random floats": serializer.dumps(
                 np.random.default_rng(0).random(8 * MiB))}
 
 

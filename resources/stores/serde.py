@@ -149,8 +149,9 @@ class ZstdCodec(Codec):
 class BloscLz4Codec(Codec):
     """LZ4 after Blosc's byte shuffle of 8-byte words (numcodecs' Blosc): each byte position of a
     numeric column's values grouped together first, so LZ4 finds the runs that interleaving hides.
-    On the ETL's orders table (int64 and float64 columns) it stores 2.34x against plain LZ4's 1.45x
-    and compresses 2.6x faster here; on text plain LZ4 does better (docs/results/issue37-codec-blosc.txt).
+    On the ETL's orders table (int64, float64 and int32 columns) it stores 2.59x against plain LZ4's
+    1.61x and compresses 3.8x faster here; on text it barely compresses (1.07x against LZ4's 2.93x):
+    an edge's data decides (docs/results/issue37-codec-blosc.txt).
     The frame records its own sizes and word size, so any reader decodes it."""
 
     name = "blosc-lz4"
