@@ -102,9 +102,9 @@ class ObjectStore(abc.ABC):
 
     Args:
         serializer: name of a serializer in :mod:`asgard.resources.stores.serde` (``pickle5``).
-        codec: ``none``, ``lz4``, ``zstd`` or ``blosc-lz4``; compression is applied chunk by chunk. ``auto``: each
-            output of 1 MiB or more gets the codec that makes it cheapest here, from a trial on a
-            sample of it and the store's measured throughput (:mod:`.codec_choice`).
+        codec: ``none``, ``lz4``, ``zstd`` or ``blosc-lz4``; compression is applied chunk by chunk.
+            ``auto``: each output of 1 MiB or more gets the codec that makes it cheapest here, from a
+            trial on a sample of it and the store's measured throughput (:mod:`.codec_choice`).
         chunk_size: bytes per chunk before compression.
         max_object_bytes: serialized size over which ``put`` refuses (nothing is written).
         ttl_seconds: lifetime of every stored row or object; 0 keeps them until purged.

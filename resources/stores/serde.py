@@ -157,7 +157,7 @@ class BloscLz4Codec(Codec):
     name = "blosc-lz4"
     #: bytes of a word the shuffle groups by: Arrow's and numpy's int64, float64 and timestamps
     WORD_BYTES = 8
-    #: LZ4's effort inside Blosc (its default; 1-9 change the block size more than the ratio here)
+    #: Blosc's own default level
     LEVEL = 5
 
     def compress(self, data):
