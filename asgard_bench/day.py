@@ -47,9 +47,9 @@ from asgard.pipelines.hosts import HOSTS_NETWORK
 
 # the day's plan, shared with the Airflow engine, as the CLI and scripts import it from here
 from .day_plan import (DEFAULT_MIX, ENGINES, LOOP_FIELDS, PEER_BACKEND, RUNNABLE_SETTINGS, SETTINGS,  # noqa: F401
-                       STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, cv_pct, empty_tables, median, parse_mix,
-                       ratios, search_static, static_levers, store_table_knobs, summarize_variants,
-                       variant_order)
+                       STATIC_LEVERS, VARIANTS, DayConfig, HostsForDay, ProfileServersForDay, cv_pct, empty_tables,
+                       median, parse_mix, ratios, search_static, static_levers, store_table_knobs,
+                       summarize_variants, variant_order)
 
 
 class Day:
@@ -215,10 +215,8 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
             return _run_setting(cfg, network, prices, say, hosts.up())
         finally:
             hosts.down()
-    from asgard.resources.network import Deployment
-
-    deployment = Deployment(network)
-    deployment.up(("cassandra", "s3"))
+    servers = ProfileServersForDay(network, say)
+    deployment = servers.up()
     try:
         return _run_setting(cfg, network, prices, say, deployment.profile.description)
     finally:
@@ -232,6 +230,7 @@ def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]
                 say(f"[{network}] could not empty the node's tables ({type(exc).__name__}: {exc}); "
                     f"to give the disk back: `asgard stores down --network {network}`, then remove "
                     f"$ASGARD_HOME/run/net/{network}/cassandra/data")
+        servers.down()
 
 
 def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None], description: str

@@ -46,8 +46,8 @@ from .apps_airflow import DAG_RUN_FINISHED, make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
 from .xcom import PEERS, stock_peer_settings
-from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, cv_pct, empty_tables, median, ratios,
-                       search_static, static_levers, summarize_variants, variant_order)
+from .day_plan import (LOOP_FIELDS, PEER_BACKEND, DayConfig, HostsForDay, ProfileServersForDay, cv_pct, empty_tables,
+                       median, ratios, search_static, static_levers, summarize_variants, variant_order)
 
 ENGINE = "airflow"
 KEYSPACE = "asgard_bench_day_airflow"
@@ -310,12 +310,12 @@ def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str
             return _run_setting(cfg, network, say, description, lambda tmp: AirflowHostsDay(cfg, prices, say))
         finally:
             hosts.down()
-    from asgard.resources.network import Deployment
-
-    deployment = Deployment(network)
-    deployment.up(("cassandra", "s3"))
-    return _run_setting(cfg, network, say, deployment.profile.description,
-                        lambda tmp: AirflowDay(cfg, network, prices, say, tmp))
+    servers = ProfileServersForDay(network, say)
+    try:
+        return _run_setting(cfg, network, say, servers.up().profile.description,
+                            lambda tmp: AirflowDay(cfg, network, prices, say, tmp))
+    finally:
+        servers.down()
 
 
 def _run_setting(cfg: DayConfig, network: str, say: Callable[[str], None], description: str,

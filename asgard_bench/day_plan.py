@@ -1,7 +1,7 @@
 """What ``asgard bench day``'s two engines share (:mod:`asgard_bench.day` for Dagster,
 :mod:`asgard_bench.day_airflow` for Airflow): the day's configuration and mix, the variants and
 their order round by round, best_static's levers and coordinate search, the loop's fields, the
-summaries of a setting's days, and the emulated hosts brought up for a day."""
+summaries of a setting's days, and the emulated hosts or a profile's servers brought up for a day."""
 from __future__ import annotations
 
 import contextlib
@@ -194,6 +194,32 @@ class HostsForDay:
 
             self.say("[hosts3] asgard hosts down")
             EmulatedDeployment().down()
+
+
+class ProfileServersForDay:
+    """A network profile's Cassandra node and MinIO for a day: brought up unless they run, and under a
+    profile other than loopback stopped after the day when it started them (as the hosts are); a day
+    left them running before, and the next profile or suite met their namespaces' addresses taken."""
+
+    KINDS = ("cassandra", "s3")
+
+    def __init__(self, network: str, say: Callable[[str], None]):
+        from asgard.resources.network import Deployment
+
+        self.network, self.say = network, say
+        self.deployment = Deployment(network)
+        self.started: tuple[str, ...] = ()
+
+    def up(self):
+        running = {k for k in self.KINDS if (server := self.deployment.server(k)) is not None and server.pid()}
+        self.deployment.up(self.KINDS)
+        self.started = tuple(k for k in self.KINDS if k not in running)
+        return self.deployment
+
+    def down(self) -> None:
+        if self.network != "loopback" and self.started:  # loopback's servers are the user's
+            self.say(f"[{self.network}] stopping what the day started: {', '.join(self.started)}")
+            self.deployment.down(self.started)
 
 
 def empty_tables(store) -> None:

@@ -126,5 +126,7 @@ def test_under_a_profile_the_loops_retune_reaches_the_profiles_node_from_outside
         loop_day = next(d for d in cloud["days"] if d["variant"] == "loop")
         assert loop_day["reconfiguration_s"] == decision["seconds"] > 0  # counted in the loop's E2E
         assert cloud["variants"]["loop"]["config"]["server"] == "retune job per round"
+        # the day started the profile's node and MinIO, and stopped them after it (as it does the hosts)
+        assert [Deployment("cloud").server(k).pid() for k in ("cassandra", "s3")] == [None, None]
     finally:
         Deployment("cloud").down()
