@@ -287,10 +287,13 @@ class ObjectStore(abc.ABC):
             return
         # stored bytes, compressed or not, over the put's or get's seconds: once the choices compress
         # every large edge its puts and gets still measure the store ((de)compression rides in the seconds)
-        throughput_record().observe(self.identity(), kind, manifest.stored_bytes, seconds)
-        if kind == "write" and choice is not None and choice.model_write_seconds:
-            throughput_record().observe_codec(self.identity(), choice.codec, choice.model_write_seconds,
-                                              write_seconds, choice.model_write_mb_s)
+        if kind == "read":
+            throughput_record().observe(self.identity(), kind, manifest.stored_bytes, seconds)
+        elif choice is not None and choice.model_write_seconds:
+            throughput_record().observe_put(self.identity(), manifest.stored_bytes, seconds, choice.codec,
+                                            choice.model_write_seconds, write_seconds, choice.model_write_mb_s)
+        else:
+            throughput_record().observe_put(self.identity(), manifest.stored_bytes, seconds)
 
     def replicas_of_put(self, replicas: int | ReplicasChoice | None, readers: int | None) -> ReplicasChoice:
         """The copies of one put's chunks: the caller's count or choice, else the store's setting

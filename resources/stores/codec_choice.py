@@ -280,18 +280,30 @@ class ThroughputRecord:
         compression and write, at a store writing ``base_write_mb_s``) and took ``seconds``, into the
         codec's factor; a codec not seen yet, or seen against another base, starts from the model's
         own word (1), so its first put weighs only its seconds."""
-        if model_seconds <= 0 or seconds <= 0:
+        self.observe_put(store_id, 0, 0.0, codec, model_seconds, seconds, base_write_mb_s)
+
+    def observe_put(self, store_id: str, size: int, seconds: float, codec: str | None = None,
+                    model_seconds: float = 0.0, codec_seconds: float = 0.0,
+                    base_write_mb_s: float | None = None) -> None:
+        """Fold one put of ``size`` stored bytes in ``seconds`` into the store's writes and, with a
+        ``codec`` the model weighed, into its factor (:meth:`observe_codec`): one rewrite of the file."""
+        measures = size >= AUTO_MIN_BYTES and seconds > 0
+        weighs = codec is not None and model_seconds > 0 and codec_seconds > 0
+        if not (measures or weighs):
             return
-        low, high = WRITE_FACTOR_BOUNDS
-        now = min(high, max(low, seconds / model_seconds))
         with self._lock:
             data = self._load(fresh=True)
             entry = data.setdefault(store_id, {})
-            factors, bases = entry.setdefault("write_factors", {}), entry.setdefault("write_factor_bases", {})
-            same = base_write_mb_s is None or self._same_base(bases.get(codec), base_write_mb_s)
-            factors[codec] = self._averaged(factors.get(codec, 1.0) if same else 1.0, now, seconds)
-            if base_write_mb_s is not None:
-                bases[codec] = base_write_mb_s
+            if measures:
+                self._fold(entry, "write", size, seconds)
+            if weighs:
+                low, high = WRITE_FACTOR_BOUNDS
+                now = min(high, max(low, codec_seconds / model_seconds))
+                factors, bases = entry.setdefault("write_factors", {}), entry.setdefault("write_factor_bases", {})
+                same = base_write_mb_s is None or self._same_base(bases.get(codec), base_write_mb_s)
+                factors[codec] = self._averaged(factors.get(codec, 1.0) if same else 1.0, now, codec_seconds)
+                if base_write_mb_s is not None:
+                    bases[codec] = base_write_mb_s
             self._save(data)
 
     @staticmethod
@@ -307,10 +319,12 @@ class ThroughputRecord:
             return
         with self._lock:
             data = self._load(fresh=True)
-            entry = data.setdefault(store_id, {})
-            field = f"{kind}_mb_s"
-            entry[field] = self._averaged(entry.get(field), size / MiB / seconds, seconds)
+            self._fold(data.setdefault(store_id, {}), kind, size, seconds)
             self._save(data)
+
+    def _fold(self, entry: dict, kind: str, size: int, seconds: float) -> None:
+        field = f"{kind}_mb_s"
+        entry[field] = self._averaged(entry.get(field), size / MiB / seconds, seconds)
 
     def _load(self, fresh: bool = False) -> dict:
         if self._cache is None or fresh:
