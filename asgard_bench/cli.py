@@ -223,7 +223,7 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
 @click.option("--settings", default="loopback,cloud", show_default=True,
               help="Comma-separated: loopback, cloud (the paper's deployment, emulated links), hosts3 (the 3 emulated hosts' celery workers and ring; asgard hosts up unless they run).")
 @click.option("--mix", default=None, help="The day's runs: app[:scale=X;fanout=N], comma-separated "
-              "(default: etl_columnar:scale=0.5 twice, word_count).")
+              "(default: etl_columnar:scale=0.5, log_analytics:scale=0.5, word_count).")
 @click.option("--concurrent", default=2, show_default=True, type=click.IntRange(1), help="Runs of the day at once.")
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1),
               help="Interleaved rounds of the four variants (2 or more for the noise floor).")

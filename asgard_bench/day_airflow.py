@@ -59,7 +59,7 @@ PEER_BUCKET = "asgard"
 PEER_PREFIX = "bench-day-airflow"
 SETTINGS = ("loopback", "cloud", "hosts3")
 #: the peer's runs pass DataFrames where ours pass Arrow tables: the ETL's tables param
-PEER_CONF = {"etl_columnar": {"tables": "pandas"}}
+PEER_CONF = {app: {"tables": "pandas"} for app in ("etl_columnar", "log_analytics")}  # airflow_apps.TABLE_APPS
 #: the XCom backend's task log line per pull of a stored value (asgard_airflow.xcom._log_read)
 READ_LINE = re.compile(r"Read .*?: \d+ bytes in ([0-9.]+) s")
 

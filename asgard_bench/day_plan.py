@@ -21,13 +21,15 @@ STATIC_LEVERS: dict[str, tuple] = {
     "replicas": ("store", "1"),  # first: the codecs then weighed at its copies; only on a ring of more than one
     "codec": ("none", "lz4", "blosc-lz4", "zstd"),
     "placement": ("ring", "producer-local"),
-    "chunk_size_bytes": (0, 1 * MiB, 8 * MiB),  # 16 MiB is over a default node's largest chunk (15 MiB)
+    # 0 is the store's own (DEFAULT_CHUNK_SIZE, 1 MiB); 16 MiB is over a default node's largest chunk (15 MiB)
+    "chunk_size_bytes": (0, 4 * MiB, 8 * MiB),
     "concurrency": (8, 4, 16),
 }
 #: the loop's IO manager fields: decided per output (chunk_reads is the connection's, auto by default);
 #: replicas auto keeps one copy of a 1:1 intermediate and the store's factor for a broadcast or an asset
 LOOP_FIELDS = {"codec": "auto", "placement": "auto", "replicas": "auto"}
-DEFAULT_MIX = "etl_columnar:scale=0.5,etl_columnar:scale=0.5,word_count"
+#: columns (the ETL), text landed and parsed into columns (the logs), and a seed app: edges that want different codecs
+DEFAULT_MIX = "etl_columnar:scale=0.5,log_analytics:scale=0.5,word_count"
 
 
 def store_table_knobs(replication_factor: int = 1) -> dict[str, Any]:

@@ -16,6 +16,9 @@ the whole dict), and an op's named outputs are pushed one key each (:func:`push_
   -> ``join_customers.partial(customers).expand`` -> ``aggregate.expand`` -> ``merge_aggregates``;
   its param ``tables = "pandas"`` passes DataFrames instead, for an XCom backend on Airflow's
   serde (common-io's), which has no Arrow serializer.
+* ``log_analytics`` (scatter of CSV text, then Arrow tables): ``land_logs`` -> ``parse_logs.expand`` ->
+  ``traffic_by_path.expand`` -> ``merge_traffic``; with ``tables = "pandas"`` the log files travel as
+  ``str`` (Airflow's serde has no ``bytes``) and the tables as DataFrames.
 
 The fan-out and data size are the DAG's params (``fanout``, ``scale``; word count's reducers are
 fixed when the DAG is made, as Airflow's task list is):
@@ -31,12 +34,15 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-APPS = ("video_analytics", "lightgbm_forest", "word_count", "etl_columnar")
+APPS = ("video_analytics", "lightgbm_forest", "word_count", "etl_columnar", "log_analytics")
+#: the apps whose tables may travel as pandas DataFrames (the ``tables`` param)
+TABLE_APPS = ("etl_columnar", "log_analytics")
 #: the op whose output is the app's result (as in asgard.pipelines.jobs)
 FINAL_TASK = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts",
-              "etl_columnar": "merge_aggregates"}
+              "etl_columnar": "merge_aggregates", "log_analytics": "merge_traffic"}
 DEFAULTS = {"video_analytics": {"fanout": 6, "scale": 1.0}, "lightgbm_forest": {"fanout": 6, "scale": 20},
-            "word_count": {"fanout": 4, "scale": 1.0}, "etl_columnar": {"fanout": 4, "scale": 1.0}}
+            "word_count": {"fanout": 4, "scale": 1.0}, "etl_columnar": {"fanout": 4, "scale": 1.0},
+            "log_analytics": {"fanout": 4, "scale": 1.0}}
 
 
 def dag_id_for(app: str) -> str:
@@ -171,6 +177,8 @@ def _carried(value: Any, params: dict | None) -> Any:
 
     if isinstance(value, list):
         return [_carried(v, params) for v in value]
+    if isinstance(value, bytes):
+        return value.decode()
     return value.to_pandas() if isinstance(value, pa.Table) else value
 
 
@@ -182,6 +190,11 @@ def _arrow(value: Any) -> Any:
     if isinstance(value, list):
         return [_arrow(v) for v in value]
     return pa.Table.from_pandas(value, preserve_index=False) if isinstance(value, pd.DataFrame) else value
+
+
+def _file_bytes(value: Any) -> Any:
+    """A file read from XCom as the ops take it: bytes (text carried as ``str`` encoded back)."""
+    return value.encode() if isinstance(value, str) else value
 
 
 def _etl(dag: DAG) -> None:
@@ -215,6 +228,29 @@ def _etl(dag: DAG) -> None:
     merge_aggregates(aggregate.expand(joined=joined))
 
 
+def _logs(dag: DAG) -> None:
+    from asgard.pipelines import log_analytics as la
+
+    @task
+    def land_logs(params=None) -> list:
+        out = call_op(la.land_logs, config=la.LogConfig(fanout=int(params["fanout"]), scale=float(params["scale"])))
+        return [_carried(out[k], params) for k in sorted(out)]  # one element per partition
+
+    @task(multiple_outputs=False)
+    def parse_logs(raw, params=None):
+        return _carried(call_op(la.parse_logs, _file_bytes(raw)), params)
+
+    @task(multiple_outputs=False)
+    def traffic_by_path(logs, params=None):
+        return _carried(call_op(la.traffic_by_path, _arrow(logs)), params)
+
+    @task(multiple_outputs=False)
+    def merge_traffic(parts) -> dict:
+        return call_op(la.merge_traffic, _arrow(list(parts)))
+
+    merge_traffic(traffic_by_path.expand(logs=parse_logs.expand(raw=land_logs())))
+
+
 def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str | None = None, **dag_kwargs) -> DAG:
     """The DAG of ``app`` (``dag_id`` ``asgard_<app>``); ``fanout``/``scale`` are its params."""
     import pendulum
@@ -226,7 +262,7 @@ def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str 
     defaults = DEFAULTS[app]
     params = {"fanout": Param(defaults["fanout"], type="integer", minimum=1, description="the fan-out degree"),
               "scale": Param(defaults["scale"], type="number", exclusiveMinimum=0, description="the data size")}
-    if app == "etl_columnar":
+    if app in TABLE_APPS:
         params["tables"] = Param("arrow", enum=["arrow", "pandas"], description="how tables travel between tasks: "
                                  "Arrow (the project's XCom backend) or pandas DataFrames (what Airflow's serde, and "
                                  "so a stock XCom backend, carries)")
@@ -240,6 +276,8 @@ def make_app_dag(app: str, reducers: int = 4, schedule: Any = None, dag_id: str 
             _forest(dag)
         elif app == "etl_columnar":
             _etl(dag)
+        elif app == "log_analytics":
+            _logs(dag)
         else:
             _word_count(dag, reducers)
     return dag

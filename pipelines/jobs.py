@@ -5,6 +5,8 @@
 * ``word_count`` -- shuffle (Marvel paper §4.2), :mod:`asgard.pipelines.word_count`
 * ``etl_columnar`` -- scatter, broadcast and fan-in of Arrow tables, 40-250 MiB an edge (issue 37's
   data-heavy day), :mod:`asgard.pipelines.etl_columnar`
+* ``log_analytics`` -- scatter of CSV text parsed into Arrow tables, 70-270 MiB an edge (the day's text),
+  :mod:`asgard.pipelines.log_analytics`
 
 Each graph's first op takes the run config ``fanout`` (the degree of the fan-out) and
 ``scale`` (the data size); :func:`run_config` builds it. :func:`make_job` binds the
@@ -30,6 +32,7 @@ import dagster as dg
 
 from asgard.pipelines.etl_columnar import etl_columnar
 from asgard.pipelines.lightgbm_forest import lightgbm_forest
+from asgard.pipelines.log_analytics import log_analytics
 from asgard.pipelines.video_analytics import video_analytics
 from asgard.pipelines.word_count import word_count
 
@@ -38,29 +41,31 @@ APPS: dict[str, dg.GraphDefinition] = {
     "lightgbm_forest": lightgbm_forest,
     "word_count": word_count,
     "etl_columnar": etl_columnar,
+    "log_analytics": log_analytics,
 }
 #: the op whose config carries ``fanout`` and ``scale``
 FIRST_OP = {"video_analytics": "split_video", "lightgbm_forest": "prepare_digits", "word_count": "split_corpus",
-            "etl_columnar": "generate"}
+            "etl_columnar": "generate", "log_analytics": "land_logs"}
 #: the op whose output is the result dict
 FINAL_OP = {"video_analytics": "summarize", "lightgbm_forest": "evaluate", "word_count": "merge_counts",
-            "etl_columnar": "merge_aggregates"}
+            "etl_columnar": "merge_aggregates", "log_analytics": "merge_traffic"}
 #: fan-out type, as the Asgard topology analyzer names it
 FANOUT_KIND = {"video_analytics": "scatter", "lightgbm_forest": "broadcast", "word_count": "shuffle",
-               "etl_columnar": "scatter"}
+               "etl_columnar": "scatter", "log_analytics": "scatter"}
 #: small data sizes (tests: each job well under a minute on 2 cores)
 SMALL = {
     "video_analytics": {"fanout": 6, "scale": 0.1},
     "lightgbm_forest": {"fanout": 3, "scale": 2},
     "word_count": {"fanout": 3, "reducers": 2, "scale": 0.25},
     "etl_columnar": {"fanout": 3, "scale": 0.05},
+    "log_analytics": {"fanout": 3, "scale": 0.05},
 }
 #: heavy libraries the forkserver imports once, so that each step's process does not. The
 #: forkserver is one per calling process and keeps what its first run preloaded, so the list
 #: is the same for every app (import only: no thread pools start before the fork). The last is what
 #: Dagster and the IO managers import in each step's process (the instance's storages, every backend).
 PRELOAD = ["asgard.pipelines.jobs", "asgard.pipelines.data", "numpy", "av", "PIL.Image", "torch", "efficientnet_lite_pytorch",
-           "lightgbm", "sklearn.decomposition", "sklearn.model_selection", "pyarrow", "pyarrow.compute",
+           "lightgbm", "sklearn.decomposition", "sklearn.model_selection", "pyarrow", "pyarrow.compute", "pyarrow.csv",
            "asgard.pipelines.forkserver_preload"]
 
 

@@ -1,6 +1,6 @@
 """Each codec's ratio and CPU speed on the day's own data, chunk by chunk as a put compresses it:
-the ETL's orders and joined tables (Arrow, pickled as the IO manager does), word count's corpus
-split (text) and random floats. CPU seconds (process time), the best of ``--repeats``.
+the ETL's orders and joined tables (Arrow, pickled as the IO manager does), log analytics' landed
+log file (CSV text) and its parsed table, word count's corpus split (text) and random floats. CPU seconds (process time), the best of ``--repeats``.
 
     .venv/bin/python scripts/codec_ratios.py --repeats 3
 """
@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from asgard.pipelines import etl_columnar
+from asgard.pipelines import etl_columnar, log_analytics
 from asgard.pipelines.data import read_source, stdlib_corpus
 from asgard.resources.stores.base import iter_chunks
 from asgard.resources.stores.serde import CODECS, get_codec, get_serializer
@@ -25,7 +25,9 @@ def samples() -> dict[str, list[memoryview]]:
     customers = etl_columnar.customers_table(0.25, 0)
     joined = etl_columnar._joined(etl_columnar._filtered(orders), customers)
     texts = [read_source(rel) for rel in stdlib_corpus(4)]  # 16 MiB of word count's corpus
+    log_file = log_analytics.log_file(0.5, 4, 0, 0)  # a 128 MiB partition, as on the day (scale 0.5, fanout 4)
     return {"etl orders": serializer.dumps(orders), "etl joined": serializer.dumps(joined),
+            "log file (csv)": serializer.dumps(log_file), "log table": serializer.dumps(log_analytics._parsed(log_file)),
             "word count text": serializer.dumps({"texts": texts}), "random floats": serializer.dumps(
                 np.random.default_rng(0).random(8 * MiB))}
 

@@ -15,7 +15,8 @@ from asgard.resources.stores.registry import open_store
 from .airflow_support import KEYSPACE, THRESHOLD, dags_test, is_reference, make_home, purge, raw_sizes, xcom_rows
 
 SMALL = {"video_analytics": {"fanout": 6, "scale": 0.1}, "lightgbm_forest": {"fanout": 3, "scale": 2},
-         "word_count": {"fanout": 3, "scale": 0.25}, "etl_columnar": {"fanout": 3, "scale": 0.05}}
+         "word_count": {"fanout": 3, "scale": 0.25}, "etl_columnar": {"fanout": 3, "scale": 0.05},
+         "log_analytics": {"fanout": 3, "scale": 0.02}}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,20 @@ def test_etl_dag_passes_arrow_tables_through_cassandra_each_mapped_task_reading_
     # the broadcast: one customers table, no copy of it per join
     assert not [k for k in rows if k[0] == "join_customers" and k[2] != "return_value"]
     assert sorted(m for (t, m, k) in rows if t == "join_customers") == [0, 1, 2]
+
+
+def test_log_dag_passes_log_files_as_bytes_and_parsed_tables_through_cassandra(home, store):
+    from asgard.pipelines.log_analytics import expected_result
+
+    rows, result = run_app(home, store, "log_analytics")
+    want = expected_result(0.02, 3)
+    assert {k: v for k, v in result.items() if k != "mean_latency_ms"} == \
+        {k: v for k, v in want.items() if k != "mean_latency_ms"}
+    assert result["mean_latency_ms"] == pytest.approx(want["mean_latency_ms"], rel=1e-9)
+    files = rows[("land_logs", -1, "return_value")]
+    assert is_reference(files) and files["items"] == 3  # stored per file: each parse reads its own
+    assert files["format"] == "pickle"  # bytes, which Airflow's serde does not carry, pickled
+    assert sorted(m for (t, m, k) in rows if t == "parse_logs") == [0, 1, 2]
 
 
 def test_word_count_dag_shuffles_through_cassandra(home, store):

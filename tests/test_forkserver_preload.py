@@ -24,7 +24,8 @@ import asgard.pipelines.jobs as jobs
 jobs.PRELOAD.append("step_import_audit")  # the forkserver starts with the first run: before it
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp, dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
-        for app, backend in [("etl_columnar", "cassandra"), ("etl_columnar", "s3_stock"), ("word_count", "cassandra")]:
+        for app, backend in [("etl_columnar", "cassandra"), ("etl_columnar", "s3_stock"), ("log_analytics", "cassandra"),
+                             ("word_count", "cassandra")]:
             run = jobs.run_app(app, backend, instance=instance, **jobs.SMALL[app])
             assert run.success, (app, backend)
 """
