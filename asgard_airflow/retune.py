@@ -210,13 +210,13 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
             from .topology import analyze_with_history
             from .upcoming import TaskReader
 
-            from asgard.tuner.topology import NoDataFlowError
+            from asgard.tuner.topology import NoDataFlowError, heaviest
 
-            reader, best, durations, analyses = TaskReader(), None, {}, {}
+            reader, durations, analyses, topologies = TaskReader(), {}, {}, {}
             for dag_id_ in upcoming["counts"]:
                 history = reader.history(by_id[dag_id_])
                 durations[dag_id_] = history["durations"]
-                topo = analyze_with_history(by_id[dag_id_], history)
+                topologies[dag_id_] = topo = analyze_with_history(by_id[dag_id_], history)
                 try:
                     stage = topo.dominant()
                 except NoDataFlowError as exc:
@@ -227,12 +227,11 @@ def make_retune_dag(dags: Sequence[DAG], dag_id: str = "asgard_retune_cassandra"
                 log.info("%s: %d stages, dominant %s (%d writes, %d reads of %d B), sized from run %s", dag_id_,
                          len(topo.stages), stage.kind, stage.writes, stage.reads, stage.object_bytes,
                          history["run_id"])
-                if best is None or stage.bytes_moved > best[1].bytes_moved:
-                    best = (dag_id_, stage, topo)
+            best = heaviest(topologies.items())
             if best is None:  # the rest of the run is skipped: nothing to plan, nothing changed
                 raise AirflowSkipException(f"nothing to plan: none of {sorted(upcoming['counts'])} passes data "
                                            "between its tasks")
-            job, _, topo = best
+            job, topo = best
             if params.get("lookahead_seconds") is not None:
                 lookahead, forecast = float(params["lookahead_seconds"]), {"source": "configured"}
             else:

@@ -1,6 +1,6 @@
 """``asgard bench day``: a data-heavy day of pipelines, four ways, in each setting (issue 37, item 5).
 
-A *day* is a mix of pipeline runs (by default the columnar ETL twice and word count) started
+A *day* is a mix of pipeline runs (by default the columnar ETL, log analytics and word count) started
 ``concurrent`` at a time on one Dagster instance, each on the multiprocess executor. It runs
 four ways, interleaved round by round (the order rotated each round, so drift hits all alike):
 
@@ -283,6 +283,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                     warm[app] = row["e2e_s"]
                     warm_up.append({"app": app, "e2e_s": round(row["e2e_s"], 2), "client": warm_client,
                                     "edges": edge_decisions(instance, row["run_id"]) if row["run_id"] else {}})
+            from asgard.tuner.topology import heaviest
             from asgard_dagster.topology import analyze_with_history
 
             model = Surrogate.load(cfg.model_path or DEFAULT_MODEL)
@@ -294,8 +295,11 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             server_knobs = [k for k in key_knobs(model) if KNOBS[k].apply != CLIENT]
             static_server = base  # on the hosts the ring keeps its configuration
             if not on_hosts:  # the searched knobs over the base, as the retune job changes only those
-                recommended, _ = recommend(model, analyze_with_history(jobs[apps[0]], instance).workload(),
-                                           server_knobs)
+                # for the mix's heaviest job, as the loop's retune plans for the upcoming runs
+                heaviest_job = heaviest((app, analyze_with_history(jobs[app], instance)) for app in apps)
+                if heaviest_job is None:
+                    raise ValueError(f"--mix: none of {apps} passes data between its steps; nothing to tune")
+                recommended, _ = recommend(model, heaviest_job[1].workload(), server_knobs)
                 static_server = base.replace(**{k: recommended[k] for k in server_knobs})
             say(f"[{network}] best_static: searching the levers ({cfg.search_probes} probe runs at most)")
             day.switch(static_server)
@@ -326,7 +330,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
                         backend, client = "cassandra", dict(LOOP_FIELDS)
                         day.switch(loop_config)
                         if loop is not None:
-                            record = loop.before_burst(apps[0], len(cfg.mix))
+                            record = loop.before_burst(apps[0], len(cfg.mix), mix=[a for a, _ in cfg.mix])
                             if network == "loopback":
                                 loop_config = current_configuration()  # what the retune job left in force
                             elif record.get("in_force") is not None:  # read back from the node after the change

@@ -100,15 +100,15 @@ class AsgardLoop:
         self.cursor: str | None = None
         self.restart_seconds, self.lookahead_s = restart_seconds, lookahead_s
 
-    def before_burst(self, app: str, runs: int) -> dict[str, Any]:
-        """Queue the burst's runs, tick the sensor, run the retune job if it asks; the record."""
+    def before_burst(self, app: str, runs: int, mix: list[str] | None = None) -> dict[str, Any]:
+        """Queue the burst's runs (``runs`` of ``app``, or one of each app in ``mix``), tick the
+        sensor, run the retune job if it asks; the record."""
         import dagster as dg
 
-        job = self.jobs[app]
         # NOT_STARTED, which the sensor watches beside QUEUED: a QUEUED run needs the origin of
         # a code location, which an in-process bench has not
-        queued = [self.instance.create_run_for_job(job, status=dg.DagsterRunStatus.NOT_STARTED).run_id
-                  for _ in range(runs)]
+        queued = [self.instance.create_run_for_job(self.jobs[a], status=dg.DagsterRunStatus.NOT_STARTED).run_id
+                  for a in (mix or [app] * runs)]
         try:
             context = dg.build_sensor_context(instance=self.instance, cursor=self.cursor)
             request = self.sensor(context)

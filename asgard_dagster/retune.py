@@ -151,29 +151,22 @@ def make_retune_job(jobs: Sequence, name: str = "asgard_retune_cassandra", conne
     # and the rest of the run is skipped (a success), not failed
     @op(out=Out(dict, is_required=False))
     def plan_workload(context, config: RetuneConfig):
-        from asgard.tuner.topology import NoDataFlowError
-
         upcoming = [j for j in config.upcoming_jobs if j in by_name] or list(by_name)
         unknown = sorted(set(config.upcoming_jobs) - set(by_name))
         if unknown:
             context.log.warning(f"not analysing unknown jobs {unknown}; known: {sorted(by_name)}")
-        best = None
-        for job_name in upcoming:
-            topo = analyze_with_history(by_name[job_name], context.instance)
-            try:
-                stage = topo.dominant()
-            except NoDataFlowError as exc:
-                context.log.info(f"{exc}: left out of the plan")
-                continue
-            context.log.info(f"{job_name}: {len(topo.stages)} stages, dominant {stage.kind} "
-                             f"({stage.writes} writes, {stage.reads} reads of {stage.object_bytes} B)")
-            if best is None or stage.bytes_moved > best[1].bytes_moved:
-                best = (job_name, stage, topo)
+        from asgard.tuner.topology import heaviest
+
+        best = heaviest(((j, analyze_with_history(by_name[j], context.instance)) for j in upcoming),
+                        skipped=lambda name, exc: context.log.info(f"{exc}: left out of the plan"))
         if best is None:
             context.log.warning(f"nothing to plan: none of {upcoming} passes data between its steps; the retune "
                                 "stops here and changes nothing")
             return
-        job_name, stage, topo = best
+        job_name, topo = best
+        stage = topo.dominant()
+        context.log.info(f"{job_name}, the heaviest of {upcoming}: {len(topo.stages)} stages, dominant {stage.kind} "
+                         f"({stage.writes} writes, {stage.reads} reads of {stage.object_bytes} B)")
         workload = topo.workload()
         counts = {j: int(config.upcoming_counts.get(j, 1)) for j in upcoming}
         if config.lookahead_seconds is not None:

@@ -206,3 +206,4 @@ def analyze_with_history(job: JobDefinition, instance: DagsterInstance) -> JobTo
             if size is not None:
                 stage.object_bytes = int(size.value)
     return topology
+

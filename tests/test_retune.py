@@ -7,7 +7,7 @@ import pytest
 
 from dagster import (
     DagsterRunStatus, DefaultScheduleStatus, RunRequest, ScheduleDefinition, SkipReason, build_schedule_context,
-    build_sensor_context,
+    build_sensor_context, job, op,
 )
 
 from asgard_dagster.retune import make_retune_job
@@ -287,19 +287,20 @@ def test_a_live_change_is_measured_and_charged_to_the_next_decision(dagster_inst
     assert third["decision"]["reconfigure"] is False and third["decision"]["predicted_gain_pct"] == 0
 
 
+@op
+def ping() -> None:
+    return None
+
+
+@job
+def heartbeat():
+    """A job whose ops pass no data: nothing of it reaches the store."""
+    ping()
+
+
 def test_a_job_whose_ops_pass_no_data_plans_nothing_and_the_retune_run_succeeds(dagster_instance):
     """Nothing of such a job reaches the store: the plan leaves it out, and with nothing else
     upcoming the retune stops after planning (skipped, not failed), touching no server."""
-    import dagster as dg
-
-    @dg.op
-    def ping() -> None:
-        return None
-
-    @dg.job
-    def heartbeat():
-        ping()
-
     retune = make_retune_job([heartbeat])
     result = retune.execute_in_process(
         run_config={"ops": {"plan_workload": {"config": {"upcoming_jobs": ["heartbeat"], "lookahead_seconds": 60}}}},
@@ -309,3 +310,28 @@ def test_a_job_whose_ops_pass_no_data_plans_nothing_and_the_retune_run_succeeds(
     assert skipped == {"recommend_configuration", "reconfigure"}
     logs = " ".join(e.user_message or "" for e in dagster_instance.all_logs(result.run_id))
     assert "heartbeat passes no data between its steps" in logs and "nothing to plan" in logs
+
+
+@pytest.mark.fast  # no server: the jobs' graphs and the instance's (empty) history
+def test_a_mix_is_tuned_for_its_heaviest_job_and_a_job_passing_no_data_is_left_out(dagster_instance):
+    """What the retune job plans for (and bench day's best_static recommends for): of the upcoming
+    jobs, the one whose dominant stage moves the most bytes."""
+    from asgard.tuner.topology import heaviest
+    from asgard_dagster.topology import analyze_with_history
+
+    mix = [heartbeat, make_job("word_count", "cassandra"), make_job("lightgbm_forest", "cassandra"),
+           make_job("etl_columnar", "cassandra")]
+    topologies = [(j.name, analyze_with_history(j, dagster_instance)) for j in mix]
+    skipped = []
+    name, topology = heaviest(topologies, skipped=lambda name, exc: skipped.append(name))
+    assert skipped == ["heartbeat"]
+    moved = {n: t.dominant().bytes_moved for n, t in topologies[1:]}
+    assert len(set(moved.values())) > 1 and moved[name] == max(moved.values()), moved
+    assert topology is dict(topologies)[name]
+    assert heaviest(topologies[:1]) is None
+    # the retune job plans for it (a dry run stops at the plan's output here: no node to read)
+    retune = make_retune_job(mix)
+    result = retune.execute_in_process(run_config={"ops": {"plan_workload": {"config": {
+        "upcoming_jobs": [j.name for j in mix], "lookahead_seconds": 60}}}}, instance=dagster_instance,
+        op_selection=["plan_workload"])
+    assert result.success and result.output_for_node("plan_workload")["job"] == name

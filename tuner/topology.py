@@ -179,3 +179,20 @@ def classify(name: str, nodes: Iterable[str], deps: list[Dep], dynamic: set[tupl
                                 reads=len(parts), consumers=[consumer],
                                 object_bytes=int(statistics.median(p.object_bytes for p in parts))))
     return JobTopology(name, stages)
+
+
+def heaviest(topologies: Iterable[tuple[str, JobTopology]],
+             skipped: Callable[[str, NoDataFlowError], None] | None = None) -> tuple[str, JobTopology] | None:
+    """Of ``(name, topology)`` pairs, the one whose dominant stage moves the most bytes: what a mix of
+    upcoming runs is tuned for. None when none passes data between its steps (``skipped`` told of each)."""
+    best = None
+    for name, topology in topologies:
+        try:
+            moved = topology.dominant().bytes_moved
+        except NoDataFlowError as exc:
+            if skipped:
+                skipped(name, exc)
+            continue
+        if best is None or moved > best[2]:
+            best = (name, topology, moved)
+    return best[:2] if best else None
