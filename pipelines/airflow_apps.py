@@ -170,7 +170,8 @@ def _word_count(dag: DAG, reducers: int) -> None:
 
 def _carried(value: Any, params: dict | None) -> Any:
     """A task's tables as the run's ``tables`` param says they travel: Arrow, or pandas DataFrames
-    (Airflow's serde has no Arrow serializer: a stock backend carries DataFrames, as parquet in JSON)."""
+    (Airflow's serde has no Arrow serializer: a stock backend carries DataFrames, as parquet in JSON),
+    and its files as bytes, or then str (nor has it one for bytes)."""
     if (params or {}).get("tables") != "pandas":
         return value
     import pyarrow as pa
