@@ -42,6 +42,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from asgard.pipelines.airflow_apps import TABLE_APPS
+
 from .apps_airflow import DAG_RUN_FINISHED, make_airflow_home, measure
 from .apps_run import store_share_pct
 from .apps_summary import price_row
@@ -59,7 +61,7 @@ PEER_BUCKET = "asgard"
 PEER_PREFIX = "bench-day-airflow"
 SETTINGS = ("loopback", "cloud", "hosts3")
 #: the peer's runs pass DataFrames where ours pass Arrow tables: the ETL's tables param
-PEER_CONF = {app: {"tables": "pandas"} for app in ("etl_columnar", "log_analytics")}  # airflow_apps.TABLE_APPS
+PEER_CONF = {app: {"tables": "pandas"} for app in TABLE_APPS}
 #: the XCom backend's task log line per pull of a stored value (asgard_airflow.xcom._log_read)
 READ_LINE = re.compile(r"Read .*?: \d+ bytes in ([0-9.]+) s")
 
