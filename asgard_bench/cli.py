@@ -6,6 +6,7 @@
     asgard bench dynamic [--json]    bursts of apps: static default, static tuned, Asgard
     asgard bench day [--json]        a data-heavy day: the stock peer, default, best static, the loop per edge
     asgard bench scaling [--json]    1 and N pinned Cassandra instances against one unpinned
+    asgard bench chunks [--json]     an output's put and get against its chunk size, on the day's data
     asgard bench drivers [--json]    the Cassandra store on cassandra-driver against scylla-driver
     asgard bench xcom [--json]       Airflow XCom push+pull: Cassandra, the object-storage backend, the database
     asgard bench nemesis [--json]    faults at random on a ring across 3 hosts under runs and reconfigurations
@@ -15,7 +16,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 
 import click
 
@@ -149,6 +152,38 @@ def bench_drivers(drivers, sizes_mib, rounds, small_ops, block_mib, first_puts, 
         print_table(result)
 
 
+@bench.command("chunks")
+@click.option("--network", default="loopback", show_default=True,
+              help="Network profile (resources/network/profiles.yaml); its node is started and, if this started it, stopped.")
+@click.option("--chunk-kib", default="1024,2048,4096,8192", show_default=True, help="Chunk sizes in KiB.")
+@click.option("--in-flight", default="8", show_default=True, help="Chunk requests in flight per object.")
+@click.option("--data", default=",".join(["etl orders", "etl joined", "log file", "log table"]), show_default=True,
+              help="The day's data kinds to put and get.")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(2), help="Interleaved rounds.")
+@click.option("--scale", default=0.5, show_default=True, help="GiB of each pipeline's data (the day's: 0.5).")
+@click.option("--fanout", default=4, show_default=True, type=click.IntRange(1), help="Partitions (the day's: 4).")
+@click.option("--warmup-seconds", default=60.0, show_default=True,
+              help="Untimed passes over every cell until this many seconds have passed (a fresh node compiles).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {network, rounds, data: {kind: {mib, codec, reason}}, cells: [{data, cell, chunk_kib, "
+              "in_flight, put_s, get_s, put_get_s, ratio, noise_pct, spread_pct, server_cpu_s_per_gb}]}.")
+def bench_chunks(network, chunk_kib, in_flight, data, rounds, scale, fanout, warmup_seconds, as_json):
+    """One output's put and get against its chunk size and requests in flight, on the day's own data
+    with the codec auto chooses, interleaved, the store's default cell twice (the noise floor)."""
+    from asgard.resources.network import profile_names
+
+    from .chunks import DATA_KINDS, run_chunks, table
+
+    kinds = tuple(k.strip() for k in data.split(",") if k.strip())
+    if network not in profile_names():
+        raise click.BadParameter(f"{network!r}: known profiles are {', '.join(profile_names())}", param_hint="--network")
+    if not kinds or any(k not in DATA_KINDS for k in kinds):
+        raise click.BadParameter(f"{data!r}: choose from {', '.join(DATA_KINDS)}", param_hint="--data")
+    result = run_chunks(network, [int(c) for c in chunk_kib.split(",")], [int(n) for n in in_flight.split(",")],
+                        kinds, rounds, scale, fanout, warmup_seconds, say=(lambda _: None) if as_json else click.echo)
+    click.echo(json.dumps(result, indent=2) if as_json else table(result))
+
+
 @bench.command("load")
 @click.option("--backend", default="cassandra", show_default=True, type=click.Choice(["cassandra", "redis", "s3", "local"]))
 @click.option("--processes", default=16, show_default=True, help="Parallel writer/reader processes (step processes).")
@@ -252,7 +287,10 @@ def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, pric
         cfg.check()
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    result = run_day(cfg, on_event=None if as_json else (lambda m: click.echo(m, err=True)))
+    # --json: stdout carries the object alone; what libraries print meanwhile (Airflow's logging prints
+    # every INFO record, alembic's migrations of Dagster's run storage among them) goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        result = run_day(cfg, on_event=None if as_json else (lambda m: click.echo(m, err=True)))
     if as_json:
         click.echo(json.dumps(summary_json(result), indent=2, default=str))
         return

@@ -390,7 +390,6 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
     cfg.check()
     say = on_event or (lambda _: None)
     from .cost import Prices
-    from .day_airflow import run_setting_airflow
 
     prices = Prices.load(cfg.prices)
     settings: dict[str, Any] = {}
@@ -398,8 +397,8 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
         if name not in cfg.settings:
             settings[name] = {"run": False, "reason": "not selected (--settings)"}
         else:
-            settings[name] = {"run": True, **run_setting(cfg, name, prices, say)} if cfg.engine == "dagster" else {
-                "run": True, **run_setting_airflow(cfg, name, prices, say)}
+            settings[name] = {"run": True, **(run_setting(cfg, name, prices, say) if cfg.engine == "dagster" else
+                                              _run_setting_airflow(cfg, name, prices, say))}
     out = Path(cfg.out) if cfg.out else Path("reports/bench-day") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
     result = {"engine": cfg.engine, "settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,
@@ -410,6 +409,14 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
     (out / "day.json").write_text(json.dumps(result, indent=2, default=str))
     (out / "day.txt").write_text(table(result) + "\n")
     return result
+
+
+def _run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
+    # imported for an Airflow day only: importing Airflow puts a handler on the root logger that prints
+    # every library's INFO records to stdout (a Dagster day's --json carried alembic's lines before it)
+    from .day_airflow import run_setting_airflow
+
+    return run_setting_airflow(cfg, network, prices, say)
 
 
 def summary_json(result: dict[str, Any]) -> dict[str, Any]:
@@ -461,7 +468,8 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f"store share of the steps' time (default): {s['store_share_pct']}% "
                          + "; ".join(f"{a} {p:.0f}%" for a, p in s["store_share_by_app"].items() if p is not None))
         for t in s["search"]["trials"]:
-            lines.append(f"  search probe {json.dumps(t['client'])}: {t['e2e_s']:.1f}s")
+            store = f"store {t['store_s']:.1f}s, " if "store_s" in t else ""  # a record from before the store criterion
+            lines.append(f"  search probe {json.dumps(t['client'])}: {store}E2E {t['e2e_s']:.1f}s")
         costs = s.get("edge_costs") or {}
         if costs:
             lines.append("each edge's store seconds a run, write + read (codec most of its values got):")

@@ -48,11 +48,16 @@ def test_a_day_runs_four_variants_interleaved_and_prints_the_json_scripts_read(c
     # the peer is dagster-aws's manager on MinIO, priced by requests; the others on Cassandra
     assert {d["backend"] for d in full["days"] if d["variant"] == "peer"} == {"s3_stock"}
     assert {d["backend"] for d in full["days"] if d["variant"] != "peer"} == {"cassandra"}
-    # best_static: its probes, and the one it kept is the fastest it saw
+    # best_static: its probes, and the one it kept: the second where its runs' puts and loads took less
+    # than the first's by more than the noise, else the first (the store's defaults)
+    from asgard_bench.day_plan import SEARCH_MIN_GAIN
+
     trials = full["search"]["trials"]
     assert len(trials) == 2 and all(t["apps"] == ["etl_columnar", "etl_columnar"] for t in trials), trials
     kept = full["variants"]["best_static"]["config"]["io_manager"]
-    assert kept == min(trials, key=lambda t: t["e2e_s"])["client"]
+    first, second = trials
+    assert kept == (second if second["store_s"] < (1 - SEARCH_MIN_GAIN) * first["store_s"] else first)["client"]
+    assert all(0 < t["store_s"] < t["e2e_s"] * 2 for t in trials), trials  # two runs at once
     # one node, one copy: the replicas lever has nothing to give and is not probed
     assert all("replicas" not in t["client"] for t in trials) and trials[1]["client"]["codec"] == "lz4"
     assert {d["client"]["codec"] for d in full["days"] if d["variant"] == "loop"} == {"auto"}
