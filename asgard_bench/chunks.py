@@ -61,8 +61,7 @@ def run_chunks(network: str = "loopback", chunk_kib: list[int] | None = None, in
     from .io import ServerCpu
 
     cells = _cells(chunk_kib or [1024, 2048, 4096, 8192], in_flight or [8])
-    servers = ProfileServersForDay(network, say)
-    servers.KINDS = ("cassandra",)
+    servers = ProfileServersForDay(network, say, kinds=("cassandra",))
     deployment = servers.up()
     try:
         store = open_store("cassandra", **deployment.store_kwargs("cassandra"), keyspace="asgard_bench_chunks")

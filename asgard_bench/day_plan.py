@@ -219,17 +219,17 @@ class ProfileServersForDay:
 
     KINDS = ("cassandra", "s3")
 
-    def __init__(self, network: str, say: Callable[[str], None]):
+    def __init__(self, network: str, say: Callable[[str], None], kinds: tuple[str, ...] = KINDS):
         from asgard.resources.network import Deployment
 
-        self.network, self.say = network, say
+        self.network, self.say, self.kinds = network, say, kinds
         self.deployment = Deployment(network)
         self.started: tuple[str, ...] = ()
 
     def up(self):
-        running = {k for k in self.KINDS if (server := self.deployment.server(k)) is not None and server.pid()}
-        self.deployment.up(self.KINDS)
-        self.started = tuple(k for k in self.KINDS if k not in running)
+        running = {k for k in self.kinds if (server := self.deployment.server(k)) is not None and server.pid()}
+        self.deployment.up(self.kinds)
+        self.started = tuple(k for k in self.kinds if k not in running)
         return self.deployment
 
     def down(self) -> None:

@@ -103,6 +103,20 @@ def is_schema_settling(exc: BaseException) -> bool:
         for e in errors)
 
 
+def is_replica_schema_behind(exc: BaseException) -> bool:
+    """True for a write or read a replica refused because its schema is behind the coordinator's
+    (``INCOMPATIBLE_SCHEMA``): the coordinator knows the table, the replica not yet (a keyspace made,
+    or a member restarted, moments before; CI met it once: a rolling retune's first run, its put
+    at LOCAL_QUORUM refused by the member restarted). It clears once the replica has the schema, and
+    every statement the store sends is idempotent, so the request is sent again."""
+    from cassandra import CoordinationFailure
+    from cassandra.cluster import NoHostAvailable
+
+    errors = list((exc.errors or {}).values()) if isinstance(exc, NoHostAvailable) else [exc]
+    return bool(errors) and all(isinstance(e, CoordinationFailure) and "INCOMPATIBLE_SCHEMA" in str(e)
+                                for e in errors)
+
+
 def speaks_tls(host: str, port: int, timeout: float) -> bool:
     """True if ``host:port`` completes a TLS handshake (certificate not checked): tells a node that
     requires TLS from one that is down, when a plain connection failed."""

@@ -11,7 +11,8 @@ import time
 from typing import Any, Iterator
 
 from ..errors import StoreFullError, StoreUnavailableError
-from .errors import FULL_HINT, LOCAL_HINT, is_busy, is_disk_full, is_reconnecting, is_schema_settling
+from .errors import (FULL_HINT, LOCAL_HINT, is_busy, is_disk_full, is_reconnecting, is_replica_schema_behind,
+                     is_schema_settling)
 from .transport import Sink, into
 
 
@@ -94,7 +95,8 @@ class Requests:
     def execute(self, session, statement, params=None, prepare=False):
         """``session.execute(statement, params)`` (or ``session.prepare(statement)``), resent
         while a node restarts or a new table settles; a failure as a typed store error."""
-        from cassandra import InvalidRequest, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+        from cassandra import (CoordinationFailure, InvalidRequest, OperationTimedOut, ReadTimeout, Unavailable,
+                               WriteTimeout)
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
         from cassandra.protocol import ServerError
@@ -107,9 +109,12 @@ class Requests:
                 if prepare:
                     return session.prepare(statement)
                 return execute_when_writable(session, statement, params, endpoint.request_timeout)
-            except (NoHostAvailable, ServerError) as exc:
+            except (NoHostAvailable, ServerError, CoordinationFailure) as exc:
                 if not prepare and is_schema_settling(exc) and time.monotonic() < start + SCHEMA_SETTLE_SECONDS:
                     time.sleep(0.05)
+                    continue
+                if is_replica_schema_behind(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
                     continue
                 if not isinstance(exc, NoHostAvailable):
                     raise
@@ -181,8 +186,8 @@ class Requests:
             elif is_schema_settling(exc) and attempt < SCHEMA_SETTLE_SECONDS / 0.05:
                 time.sleep(0.05)
                 retries.append((tag, statement, params, attempt + 1))
-            elif is_reconnecting(exc):
-                # a restarting node: resend until the driver reconnects, for the ride-through at most
+            elif is_reconnecting(exc) or is_replica_schema_behind(exc):
+                # a restarting node, or a replica yet to get the schema: resend for the ride-through at most
                 if reconnect_deadline is None:
                     reconnect_deadline = time.monotonic() + self.connection.endpoint.reconnect_window
                 if time.monotonic() >= reconnect_deadline:
