@@ -7,7 +7,7 @@ cells in an order rotated round by round; the store's default cell is listed twi
 far its two copies land apart is the noise floor beside every ratio. Each cell's figure is the
 median of its rounds; its ratio is the default cell's seconds over its own (above 1: faster). The
 server's CPU seconds per GB moved (``/proc`` of the node) come beside, since a cell that saves the
-client's time may spend the node's.
+client's time may spend the node's. Untimed passes over every cell come first (``--warmup-seconds``).
 
     asgard bench chunks [--network cloud] [--chunk-kib 1024,2048,4096,8192] [--in-flight 8] [--json]
 """
@@ -74,7 +74,8 @@ def run_chunks(network: str = "loopback", chunk_kib: list[int] | None = None, in
             codecs[kind] = {"codec": choice.codec, "reason": choice.reason,
                             "mib": round(sum(f.nbytes for f in serialized.frames) / MiB, 1)}
             say(f"{kind}: {codecs[kind]['mib']} MiB, {choice.codec} ({choice.reason})")
-        seconds: dict = {(kind, label): {"put": [], "get": [], "server_cpu": [], "chunks": 0} for kind in data for label, *_ in cells}
+        seconds: dict = {(kind, label): {"put": [], "get": [], "server_cpu": [], "chunks": 0}
+                         for kind in data for label, *_ in cells}
         # untimed passes: connections, the keyspace made, a node started minutes ago still compiling
         t_warm = time.monotonic()
         while time.monotonic() - t_warm < warmup_s:
