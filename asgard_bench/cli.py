@@ -23,6 +23,7 @@ import sys
 import click
 
 from .apps_cli import apps
+from .chunks import DATA_KINDS  # the --data choices (a module of the standard library's imports only)
 
 # --------------------------------------------------------------------------
 @click.group()
@@ -157,7 +158,7 @@ def bench_drivers(drivers, sizes_mib, rounds, small_ops, block_mib, first_puts, 
               help="Network profile (resources/network/profiles.yaml); its node is started and, if this started it, stopped.")
 @click.option("--chunk-kib", default="1024,2048,4096,8192", show_default=True, help="Chunk sizes in KiB.")
 @click.option("--in-flight", default="8", show_default=True, help="Chunk requests in flight per object.")
-@click.option("--data", default=",".join(["etl orders", "etl joined", "log file", "log table"]), show_default=True,
+@click.option("--data", default=",".join(DATA_KINDS), show_default=True,
               help="The day's data kinds to put and get.")
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(2), help="Interleaved rounds.")
 @click.option("--scale", default=0.5, show_default=True, help="GiB of each pipeline's data (the day's: 0.5).")
@@ -172,7 +173,7 @@ def bench_chunks(network, chunk_kib, in_flight, data, rounds, scale, fanout, war
     with the codec auto chooses, interleaved, the store's default cell twice (the noise floor)."""
     from asgard.resources.network import profile_names
 
-    from .chunks import DATA_KINDS, run_chunks, table
+    from .chunks import run_chunks, table
 
     kinds = tuple(k.strip() for k in data.split(",") if k.strip())
     if network not in profile_names():
