@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 
-from asgard.pipelines import etl_columnar, log_analytics
 from asgard.pipelines.data import read_source, stdlib_corpus
 from asgard.resources.stores.base import iter_chunks
 from asgard.resources.stores.serde import CODECS, get_codec, get_serializer
@@ -20,14 +19,14 @@ MiB = 1 << 20
 
 
 def samples() -> dict[str, list[memoryview]]:
+    from asgard_bench.chunks import day_data
+
     serializer = get_serializer("pickle5")
-    orders = etl_columnar.orders_partition(0.25, 1, 0, 0)  # a 256 MiB partition, as at the ETL's default scale
-    customers = etl_columnar.customers_table(0.25, 0)
-    joined = etl_columnar._joined(etl_columnar._filtered(orders), customers)
+    etl = day_data(0.25, 1, ("etl orders", "etl joined"))  # a 256 MiB partition, as at the ETL's default scale
+    logs = day_data(0.5, 4, ("log file", "log table"))  # a 128 MiB partition, as on the day (scale 0.5, fanout 4)
     texts = [read_source(rel) for rel in stdlib_corpus(4)]  # 16 MiB of word count's corpus
-    log_file = log_analytics.log_file(0.5, 4, 0, 0)  # a 128 MiB partition, as on the day (scale 0.5, fanout 4)
-    return {"etl orders": serializer.dumps(orders), "etl joined": serializer.dumps(joined),
-            "log file (csv)": serializer.dumps(log_file), "log table": serializer.dumps(log_analytics._parsed(log_file)),
+    return {"etl orders": serializer.dumps(etl["etl orders"]), "etl joined": serializer.dumps(etl["etl joined"]),
+            "log file (csv)": serializer.dumps(logs["log file"]), "log table": serializer.dumps(logs["log table"]),
             "word count text": serializer.dumps({"texts": texts}), "random floats": serializer.dumps(
                 np.random.default_rng(0).random(8 * MiB))}
 
