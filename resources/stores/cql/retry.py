@@ -99,7 +99,7 @@ class Requests:
                                WriteTimeout)
         from cassandra.cluster import NoHostAvailable
         from cassandra.connection import ConnectionException
-        from cassandra.protocol import ServerError
+        from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage, ServerError
 
         endpoint = self.connection.endpoint
         start = time.monotonic()
@@ -122,7 +122,8 @@ class Requests:
                     time.sleep(0.2)
                     continue
                 raise StoreUnavailableError("Cassandra", endpoint.where, LOCAL_HINT, exc) from exc
-            except (OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException) as exc:
+            except (OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException,
+                    OverloadedErrorMessage, IsBootstrappingErrorMessage) as exc:
                 # a restarting node: the driver reconnects within its back-off (0.2 s, doubling to 5 s)
                 if is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
@@ -201,10 +202,12 @@ class Requests:
         """The store's typed error for a driver error a request ended with (others as they are)."""
         from cassandra import OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout
         from cassandra.cluster import NoHostAvailable
+        from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
         where = self.connection.endpoint.where
         if is_disk_full(exc):
             return StoreFullError("Cassandra", where, str(exc), FULL_HINT)
-        if isinstance(exc, (NoHostAvailable, OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout)):
+        if isinstance(exc, (NoHostAvailable, OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout,
+                            OverloadedErrorMessage, IsBootstrappingErrorMessage)):
             return StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc)
         return exc
