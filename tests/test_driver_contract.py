@@ -73,6 +73,9 @@ SIGNATURES = [
     ("cassandra.protocol.ColumnMetadata", "__new__", ["_cls", "keyspace_name", "table_name", "name", "type"],
      "statements.known_prepared"),
     ("cassandra.timestamps.MonotonicTimestampGenerator", "__call__", ["self"], "cluster.PinnableTimestamps"),
+    # raises a refused re-prepare's error bare (tests/test_cql_node_stopping.py shows how)
+    ("cassandra.cluster.ResponseFuture", "_execute_after_prepare", ["self", "host", "connection", "pool", "response"],
+     "errors.is_reconnecting, retry.Requests.execute"),
 ]
 
 
@@ -154,7 +157,8 @@ def test_the_module_level_names_and_instance_attributes_the_client_reads_are_the
 DRIVER_PRIVATE_NAMES = frozenset({
     "_get_socket_addresses", "_send_options_message", "_send_startup_message", "_push_watchers", "_requests",
     "_compressor", "_socket", "_request_init_callbacks", "_timer",
-    "_statements_and_parameters", "_add_statement_and_params", "_on_orphaned_stream_released", "_Frame"})
+    "_statements_and_parameters", "_add_statement_and_params", "_on_orphaned_stream_released", "_Frame",
+    "_execute_after_prepare"})
 
 
 def test_the_client_uses_no_private_driver_name_this_file_does_not_check():
