@@ -46,6 +46,23 @@ def is_busy(exc: BaseException) -> bool:
         isinstance(e, ConnectionBusy) for e in exc.errors.values())
 
 
+def restart_errors() -> tuple[type[BaseException], ...]:
+    """The driver's exceptions that a node stopping, starting or stalling raises on its own (not in
+    ``NoHostAvailable``): one declaration for :func:`is_reconnecting` and the store's resends."""
+    from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+    from cassandra.connection import ConnectionException
+    from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
+
+    # A ring member's JVM stalls 6-14 s under load ("local pause" in its system.log, once with its
+    # CQL port open) and keeps its connections open: a prepare sent to it times out at 10 s.
+    # A draining node answers "Server is shutting down" as Overloaded (code 1001) before it closes
+    # the socket (a CI run failed on exactly that); a starting one answers IsBootstrapping. The
+    # driver raises either bare where it re-prepared a statement the restarted node forgot
+    # (ResponseFuture._execute_after_prepare; CI: a ride-through run's head read), else in NoHostAvailable.
+    return (ConnectionException, Unavailable, ReadTimeout, WriteTimeout, OperationTimedOut,
+            OverloadedErrorMessage, IsBootstrappingErrorMessage)
+
+
 def is_reconnecting(exc: BaseException) -> bool:
     """True for a connection the driver lost and is re-establishing, a node that is stopping
     or starting (the node restarted, a retune does that, or dropped the socket), or a replica
@@ -56,22 +73,14 @@ def is_reconnecting(exc: BaseException) -> bool:
     timeout (a prepare's is the session's 10 s), on a connection that stays open while the node's
     JVM stalls. Every statement here is idempotent (an INSERT of the same cells, a DELETE), so it
     is safe to send again, for ``ride_through_seconds`` at most."""
-    from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+    from cassandra import OperationTimedOut
     from cassandra.cluster import NoHostAvailable
     from cassandra.connection import ConnectionException
     from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
-    # A draining node answers "Server is shutting down" as Overloaded (code 1001) before it closes
-    # the socket (a CI run failed on exactly that); a starting one answers IsBootstrapping. The
-    # driver raises either bare where it re-prepared a statement the restarted node forgot
-    # (ResponseFuture._execute_after_prepare; CI: a ride-through run's head read), else in NoHostAvailable.
-    starting_or_stopping = (OverloadedErrorMessage, IsBootstrappingErrorMessage)
-    # A ring member's JVM stalls 6-14 s under load ("local pause" in its system.log, once with its
-    # CQL port open) and keeps its connections open: a prepare sent to it times out at 10 s
-    if isinstance(exc, (ConnectionException, Unavailable, ReadTimeout, WriteTimeout, OperationTimedOut,
-                        *starting_or_stopping)):
+    if isinstance(exc, restart_errors()):
         return True
-    transient = (ConnectionException, OSError, OperationTimedOut, *starting_or_stopping)
+    transient = (ConnectionException, OSError, OperationTimedOut, OverloadedErrorMessage, IsBootstrappingErrorMessage)
     return isinstance(exc, NoHostAvailable) and all(
         isinstance(e, transient) for e in (exc.errors or {}).values())
 

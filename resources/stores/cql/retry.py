@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from ..errors import StoreFullError, StoreUnavailableError
 from .errors import (FULL_HINT, LOCAL_HINT, is_busy, is_disk_full, is_reconnecting, is_replica_schema_behind,
-                     is_schema_settling)
+                     is_schema_settling, restart_errors)
 from .transport import Sink, into
 
 
@@ -95,11 +95,9 @@ class Requests:
     def execute(self, session, statement, params=None, prepare=False):
         """``session.execute(statement, params)`` (or ``session.prepare(statement)``), resent
         while a node restarts or a new table settles; a failure as a typed store error."""
-        from cassandra import (CoordinationFailure, InvalidRequest, OperationTimedOut, ReadTimeout, Unavailable,
-                               WriteTimeout)
+        from cassandra import CoordinationFailure, InvalidRequest
         from cassandra.cluster import NoHostAvailable
-        from cassandra.connection import ConnectionException
-        from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage, ServerError
+        from cassandra.protocol import ServerError
 
         endpoint = self.connection.endpoint
         start = time.monotonic()
@@ -122,8 +120,7 @@ class Requests:
                     time.sleep(0.2)
                     continue
                 raise StoreUnavailableError("Cassandra", endpoint.where, LOCAL_HINT, exc) from exc
-            except (OperationTimedOut, Unavailable, ReadTimeout, WriteTimeout, ConnectionException,
-                    OverloadedErrorMessage, IsBootstrappingErrorMessage) as exc:
+            except restart_errors() as exc:
                 # a restarting node: the driver reconnects within its back-off (0.2 s, doubling to 5 s)
                 if is_reconnecting(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
@@ -200,14 +197,11 @@ class Requests:
 
     def map_error(self, exc: BaseException) -> BaseException:
         """The store's typed error for a driver error a request ended with (others as they are)."""
-        from cassandra import OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout
         from cassandra.cluster import NoHostAvailable
-        from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
         where = self.connection.endpoint.where
         if is_disk_full(exc):
             return StoreFullError("Cassandra", where, str(exc), FULL_HINT)
-        if isinstance(exc, (NoHostAvailable, OperationTimedOut, Unavailable, WriteTimeout, ReadTimeout,
-                            OverloadedErrorMessage, IsBootstrappingErrorMessage)):
+        if isinstance(exc, (NoHostAvailable, *restart_errors())):
             return StoreUnavailableError("Cassandra", where, LOCAL_HINT, exc)
         return exc
