@@ -256,7 +256,7 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
 
 
 @bench.command("day")
-@click.option("--settings", default="loopback,cloud", show_default=True,
+@click.option("--settings", default="loopback,cloud,hosts3", show_default=True,
               help="Comma-separated: loopback, cloud (the paper's deployment, emulated links), hosts3 (the 3 emulated hosts' celery workers and ring; asgard hosts up unless they run).")
 @click.option("--mix", default=None, help="The day's runs: app[:scale=X;fanout=N], comma-separated "
               "(default: etl_columnar:scale=0.5, log_analytics:scale=0.5, word_count).")

@@ -8,11 +8,16 @@ every setting alike). Its figure, per setting, is calibrate's: how far one pass'
 the other's, mean absolute % both ways (asgard.tuner.dataset.retest_error_pct).
 
     .venv/bin/python scripts/label_noise.py --settings 1x2,3x2,1x6 --random 2 [--orders grouped,per-workload]
-        [--table stock|store] [--json]
+        [--table stock|store] [--passes N] [--json]
 
 ``--orders``: how a label's pairs are ordered over the workloads (asgard.tuner.measure.ORDERS),
 each crossed with every setting: ``grouped`` (every workload on one side, then the other: a pair's
 two samples a pass over the workloads apart), ``per-workload`` (one workload's pairs back to back).
+
+``--passes``: how many passes (2 or more). With 4 or more, beside the pass-to-pass figure, the
+labels' retest between halves: each label's geometric mean (and median) over the odd passes against
+that over the even ones, i.e. what a calibration that measured every label in N/2 passes spread over
+its run, and repeated that, would see.
 
 ``--table``: the objects table every configuration starts from: ``stock`` (the knob space's default,
 Cassandra's: LZ4, tombstones kept 10 days) or ``store`` (as the store creates it: compression off,
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
+import statistics
 import time
 
 
@@ -42,6 +49,12 @@ def parse_settings(text: str, orders: str = "grouped") -> list[tuple[float, int,
             seconds, pairs = part.lower().split("x")
             out.append((float(seconds), int(pairs), order))
     return out
+
+
+def halves(ratios: list[float], how: str) -> list[float]:
+    """A label's passes folded into two: the odd passes' and the even passes' geometric mean or median."""
+    fold = (lambda xs: math.exp(statistics.fmean(math.log(x) for x in xs))) if how == "geomean" else statistics.median
+    return [fold(ratios[0::2]), fold(ratios[1::2])]
 
 
 def setting_name(seconds: float, pairs: int, order: str) -> str:
@@ -64,8 +77,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--index", type=int, default=5)
     ap.add_argument("--table", choices=("stock", "store"), default="stock")
+    ap.add_argument("--passes", type=int, default=2, help="passes over every setting (2 or more)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.passes < 2:
+        raise SystemExit("--passes: 2 or more (the figure compares passes)")
 
     settings = parse_settings(args.settings, args.orders)
     rng = random.Random(args.seed)
@@ -85,7 +101,7 @@ def main() -> None:
     t0 = time.time()
     try:
         store.ping()
-        for passes in (1, 2):
+        for passes in range(1, args.passes + 1):
             for setting in settings:
                 seconds, pairs, order = setting
                 bench = Interleaver(node, store, duration_s=seconds)
@@ -105,15 +121,21 @@ def main() -> None:
             "seconds_per_side": seconds, "pairs": pairs, "order": order, "labels": len(rows),
             "measured_seconds_per_label": round(seconds * pairs * 2, 1),
             "retest_error_pct": retest_error_pct(as_rows), "retest_error_pct_aa": retest_error_pct(aa),
+            **({f"halves_{how}_retest_error_pct": retest_error_pct(
+                [{"replicate_ratios": halves(r, how)} for r in rows.values()]) for how in ("geomean", "median")}
+               if args.passes >= 4 else {}),
             "labels_by_pass": {f"{n}/{w}": [round(x, 4) for x in r] for (n, w), r in sorted(rows.items())}}
     if args.json:
         print(json.dumps(result, indent=1))
         return
     print(f"{len(configs)} configurations ({', '.join(n for n, _ in configs)}) x {len(workloads)} DAG workloads, "
-          f"two passes, settings interleaved; {time.time() - t0:.0f} s")
-    print(f"{'setting':<20} {'s/label':>8} {'retest %':>9} {'A/A retest %':>13}")
+          f"{args.passes} passes, settings interleaved; {time.time() - t0:.0f} s")
+    print(f"{'setting':<20} {'s/label':>8} {'retest %':>9} {'A/A retest %':>13}"
+          + (f" {'halves, geomean %':>18} {'halves, median %':>17}" if args.passes >= 4 else ""))
     for key, r in result.items():
-        print(f"{key:<20} {r['measured_seconds_per_label']:>8} {r['retest_error_pct']:>9} {r['retest_error_pct_aa']:>13}")
+        print(f"{key:<20} {r['measured_seconds_per_label']:>8} {r['retest_error_pct']:>9} {r['retest_error_pct_aa']:>13}"
+              + (f" {r['halves_geomean_retest_error_pct']:>18} {r['halves_median_retest_error_pct']:>17}"
+                 if args.passes >= 4 else ""))
 
 
 if __name__ == "__main__":
