@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from asgard.tuner.calibrate import CALIBRATED, count_restarts, plan
+from asgard.tuner.calibrate import CALIBRATED, count_restarts, design_plan, plan
 from asgard.tuner.knobs import (
     KNOBS, LIVE, RESTART, TABLE, Configuration, KnobChoiceError, KnobConstraintError, KnobError,
     KnobRangeError, KnobTypeError, UnknownKnobError, grid, random_configuration, validate,
@@ -95,6 +95,20 @@ def test_plan_crosses_durable_writes_with_the_chunk_size_over_both_grids():
     cross = [x for x in p if x.tag.startswith("cross:")]
     assert cross and all(x.tag == "cross:durable_writes*client_chunk_kib" for x in cross)
     assert len({x.config for x in p if x.tag != "aa"}) == len([x for x in p if x.tag != "aa"])  # none twice
+
+
+def test_the_random_design_measures_random_live_configurations_and_the_noise_floor_alone():
+    p = design_plan("random", n_random=24, seed=0)
+    assert [x.tag for x in p].count("aa") == 2 and p[0].tag == p[-1].tag == "aa"
+    randoms = [x for x in p if x.tag != "aa"]
+    assert len(randoms) == 24 and {x.tag for x in randoms} == {"random"}
+    assert len({x.config for x in randoms}) == 24 and Configuration() not in {x.config for x in randoms}
+    assert all(x.config.restart_part() == Configuration().restart_part() for x in randoms)  # no restart
+    # the same seed draws the same configurations as the grid design's random rows: a replicate run
+    # of either design measures the same plan
+    assert [x.config for x in randoms] == [x.config for x in design_plan("grid", n_random=24) if x.tag == "random"]
+    with pytest.raises(ValueError, match="design 'sobol' is not one of"):
+        design_plan("sobol")
 
 
 def test_ephemeral_data_knobs_render_where_cassandra_reads_them():

@@ -101,6 +101,10 @@ def crossed(pairs: Sequence[tuple[str, str]] = CROSSED) -> list[PlannedConfig]:
     return [PlannedConfig(f"cross:{a}*{b}", c) for a, b in pairs for c in grid([a, b])]
 
 
+#: calibration designs: the shipped one, and random configurations alone
+DESIGNS = ("grid", "random")
+
+
 def plan(knobs: Sequence[str] = CALIBRATED, n_random: int = 14, seed: int = 0, oat: bool = True,
          noise_repeats: int = 2, crossed_pairs: Sequence[tuple[str, str]] = CROSSED) -> list[PlannedConfig]:
     rng = random.Random(seed)
@@ -121,6 +125,17 @@ def plan(knobs: Sequence[str] = CALIBRATED, n_random: int = 14, seed: int = 0, o
     ordered = order_for_restarts(body + randoms)
     # one noise measurement first, the other last: the floor at both ends of the run
     return noise[:1] + ordered + noise[1:]
+
+
+def design_plan(design: str = "grid", knobs: Sequence[str] = CALIBRATED, n_random: int = 14,
+                seed: int = 0) -> list[PlannedConfig]:
+    """The plan of a calibration design: ``grid`` (one knob at a time, the crossed pairs and
+    ``n_random`` random configurations) or ``random`` (the random ones alone, as Rafiki sampled
+    its training set, so a held-out configuration sits among levels training has)."""
+    if design not in DESIGNS:
+        raise ValueError(f"design {design!r} is not one of {DESIGNS}")
+    grid_design = design == "grid"
+    return plan(knobs, n_random, seed, oat=grid_design, crossed_pairs=CROSSED if grid_design else ())
 
 
 def order_for_restarts(items: Iterable[PlannedConfig]) -> list[PlannedConfig]:
@@ -254,8 +269,10 @@ class _Progress:
 def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_s: float = 1.0,
                     pairs: int = 2, n_random: int = 14, seed: int = 0, knobs: Sequence[str] = CALIBRATED,
                     workloads: Sequence[Workload] | None = None, keyspace: str = "asgard_tuner",
-                    stop_after: bool = True, progress: bool = True) -> dict[str, Any]:
-    """Start the tuner's own node (127.0.0.<index>), calibrate into ``out``, stop the node."""
+                    stop_after: bool = True, progress: bool = True, design: str = "grid") -> dict[str, Any]:
+    """Start the tuner's own node (127.0.0.<index>), calibrate into ``out`` the configurations of
+    ``design`` (:func:`design_plan`), stop the node."""
+    configs = design_plan(design, knobs, n_random, seed)
     from asgard.resources.stores.cql import CassandraObjectStore
 
     from .node import TunerNode
@@ -266,8 +283,8 @@ def run_calibration(out: Path | str, index: int = 5, heap: str = "2G", duration_
     store = CassandraObjectStore(**node.client_options(), keyspace=keyspace)
     try:
         store.ping()
-        summary = calibrate(out, node, store, workloads=workloads, configs=plan(knobs, n_random, seed),
-                            duration_s=duration_s, pairs=pairs, progress=progress)
+        summary = calibrate(out, node, store, workloads=workloads, configs=configs, duration_s=duration_s,
+                            pairs=pairs, progress=progress)
     finally:
         if stop_after:
             node.stop()

@@ -39,15 +39,18 @@ def tune() -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--workloads", "workload_spec", default=None,
               help="pattern:fanout:KiB:compressibility,... (default: the DAG grid of asgard.tuner.workload.DAG_WORKLOADS)")
+@click.option("--design", type=click.Choice(["grid", "random"]), default="grid", show_default=True,
+              help="grid: one knob at a time, the crossed pairs and --random random configurations; random: the "
+                   "random ones alone (Rafiki's sampling)")
 @click.option("--keep-running", is_flag=True, help="leave the node up afterwards")
-def calibrate(out, index, heap, duration, pairs, n_random, seed, workload_spec, keep_running):
+def calibrate(out, index, heap, duration, pairs, n_random, seed, workload_spec, design, keep_running):
     """Measure every planned configuration against the default, paired (resumable)."""
     from .calibrate import run_calibration
     from .workload import dag_workloads
 
     wls = dag_workloads(_parse_workloads(workload_spec)) if workload_spec else dag_workloads()
     summary = run_calibration(out, index=index, heap=heap, duration_s=duration, pairs=pairs, n_random=n_random,
-                              seed=seed, workloads=wls, stop_after=not keep_running)
+                              seed=seed, workloads=wls, stop_after=not keep_running, design=design)
     _echo_json(summary)
 
 
