@@ -82,6 +82,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.passes < 2:
         raise SystemExit("--passes: 2 or more (the figure compares passes)")
+    by_halves = args.passes >= 4  # two passes a half at least, for a label's fold over them
 
     settings = parse_settings(args.settings, args.orders)
     rng = random.Random(args.seed)
@@ -123,7 +124,7 @@ def main() -> None:
             "retest_error_pct": retest_error_pct(as_rows), "retest_error_pct_aa": retest_error_pct(aa),
             **({f"halves_{how}_retest_error_pct": retest_error_pct(
                 [{"replicate_ratios": halves(r, how)} for r in rows.values()]) for how in ("geomean", "median")}
-               if args.passes >= 4 else {}),
+               if by_halves else {}),
             "labels_by_pass": {f"{n}/{w}": [round(x, 4) for x in r] for (n, w), r in sorted(rows.items())}}
     if args.json:
         print(json.dumps(result, indent=1))
@@ -131,11 +132,11 @@ def main() -> None:
     print(f"{len(configs)} configurations ({', '.join(n for n, _ in configs)}) x {len(workloads)} DAG workloads, "
           f"{args.passes} passes, settings interleaved; {time.time() - t0:.0f} s")
     print(f"{'setting':<20} {'s/label':>8} {'retest %':>9} {'A/A retest %':>13}"
-          + (f" {'halves, geomean %':>18} {'halves, median %':>17}" if args.passes >= 4 else ""))
+          + (f" {'halves, geomean %':>18} {'halves, median %':>17}" if by_halves else ""))
     for key, r in result.items():
         print(f"{key:<20} {r['measured_seconds_per_label']:>8} {r['retest_error_pct']:>9} {r['retest_error_pct_aa']:>13}"
               + (f" {r['halves_geomean_retest_error_pct']:>18} {r['halves_median_retest_error_pct']:>17}"
-                 if args.passes >= 4 else ""))
+                 if by_halves else ""))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from .calibrate import DESIGNS
 from .dataset import DEFAULT_DATASET, DEFAULT_MODEL, DEFAULT_RANKING, default_datasets
 
 DEFAULT_VALIDATION = DEFAULT_DATASET.parent / "validation.json"
@@ -39,7 +40,7 @@ def tune() -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--workloads", "workload_spec", default=None,
               help="pattern:fanout:KiB:compressibility,... (default: the DAG grid of asgard.tuner.workload.DAG_WORKLOADS)")
-@click.option("--design", type=click.Choice(["grid", "random"]), default="grid", show_default=True,
+@click.option("--design", type=click.Choice(DESIGNS), default="grid", show_default=True,
               help="grid: one knob at a time, the crossed pairs and --random random configurations; random: the "
                    "random ones alone (Rafiki's sampling)")
 @click.option("--keep-running", is_flag=True, help="leave the node up afterwards")
