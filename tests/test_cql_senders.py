@@ -87,6 +87,7 @@ def test_a_node_that_no_longer_holds_a_prepared_id_is_prepared_again_quietly(cas
     from cassandra import ConsistencyLevel
 
     from asgard.resources.stores.cql import CassandraObjectStore, fallbacks, senders
+    from asgard.resources.stores.cql.direct import UNPREPARED
     from asgard.resources.stores.cql.statements import FIRST_MARKERS, FIRST_PARTITION_KEY, known_prepared
 
     store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
@@ -110,7 +111,43 @@ def test_a_node_that_no_longer_holds_a_prepared_id_is_prepared_again_quietly(cas
         assert store.get(key)[0] == b"warm"
         assert store.get(key)[0] == b"warm"
     assert senders.taken() == {"read: session": 1, "read: direct": 1}  # prepared again, then direct
-    assert fallbacks.counts() == {"direct: the node no longer held a prepared statement (it restarted)": 1}
+    assert fallbacks.counts() == {f"direct: {UNPREPARED}": 1}
     # the store says nothing; the driver's own reconnect lines while the node came back may show
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("asgard")]
+    store.purge_scope(key.scope)
+
+
+def test_a_chunk_read_answered_unprepared_goes_the_sessions_way_quietly(cassandra_store, caplog):
+    """A node forgets a table's prepared ids when the table is altered (the tuner's retune): the
+    direct path's chunk reads, several in flight, are answered UNPREPARED. The read finishes the
+    session's way, which prepares again; nothing is logged at WARNING, the step-aside is counted
+    under that reason, not as a failed connection, and the next read goes direct again."""
+    import logging
+
+    from cassandra import ConsistencyLevel
+
+    from asgard.resources.stores.cql import CassandraObjectStore, fallbacks
+    from asgard.resources.stores.cql.direct import UNPREPARED
+    from asgard.resources.stores.cql.statements import known_prepared
+
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
+    key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
+    data = bytes(range(256)) * (3 * 4096 + 7)  # three chunks and a bit at the store's 1 MiB
+    store.put(key, data)
+    for _ in range(2):
+        assert store.get(key)[0] == data  # the statements prepared, and the direct connection open
+    layout, cluster = store.statements.layout, store.session.cluster
+    text = f"{store.statements.texts['select_chunk']} /* {uuid.uuid4().hex} */"
+    markers = (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int"), ("chunk", "int"))
+    forgotten = known_prepared(text, layout.keyspace, layout.table, markers, (0, 1, 2, 3), cluster.protocol_version)
+    forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)
+    cluster.add_prepared(forgotten.query_id, forgotten)  # what the driver re-prepares from
+    store.statements.prepared["select_chunk"] = forgotten
+    fallbacks.reset()
+    with caplog.at_level(logging.DEBUG, logger="asgard.resources.stores.cql"):
+        assert store.get(key)[0] == data
+        assert fallbacks.counts() == {f"direct: {UNPREPARED}": 1}
+        assert store.get(key)[0] == data
+    assert fallbacks.counts() == {f"direct: {UNPREPARED}": 1}  # prepared again: no second step-aside
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("asgard")]
     store.purge_scope(key.scope)

@@ -111,6 +111,21 @@ def test_the_random_design_measures_random_live_configurations_and_the_noise_flo
         design_plan("sobol")
 
 
+def test_calibrate_takes_a_workload_grid_by_name_and_says_what_a_bad_one_should_be():
+    from click.testing import CliRunner
+
+    from asgard.tuner.cli import _parse_workloads, tune
+    from asgard.tuner.workload import DAG_WORKLOADS, dag_workloads
+
+    runner = CliRunner()
+    wide = dag_workloads(_parse_workloads("wide"))
+    assert len({w.name for w in wide}) == 12 and len({w.pattern for w in wide}) == 4
+    assert [w.name for w in wide[:len(DAG_WORKLOADS)]] == [w.name for w in dag_workloads()]  # the grid, then six more
+    result = runner.invoke(tune, ["calibrate", "--workloads", "widest", "--out", "unused.jsonl"])
+    assert result.exit_code == 2
+    assert "'widest': expected pattern:fanout:KiB:compressibility" in result.output and "['dag', 'wide']" in result.output
+
+
 def test_ephemeral_data_knobs_render_where_cassandra_reads_them():
     c = Configuration(durable_writes=False, gc_grace_seconds=0, memtable_flush_period_ms=60000,
                       row_cache_size_mib=256, commitlog_sync="group", client_chunk_kib=4096,

@@ -39,7 +39,8 @@ def tune() -> None:
 @click.option("--random", "n_random", default=14, show_default=True, help="random configurations (no-restart knobs)")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--workloads", "workload_spec", default=None,
-              help="pattern:fanout:KiB:compressibility,... (default: the DAG grid of asgard.tuner.workload.DAG_WORKLOADS)")
+              help="pattern:fanout:KiB:compressibility,... or a grid's name: dag (the default, "
+                   "asgard.tuner.workload.DAG_WORKLOADS) or wide (WIDE_DAG_WORKLOADS: twelve shapes)")
 @click.option("--design", type=click.Choice(DESIGNS), default="grid", show_default=True,
               help="grid: one knob at a time, the crossed pairs and --random random configurations; random: the "
                    "random ones alone (Rafiki's sampling)")
@@ -56,6 +57,10 @@ def calibrate(out, index, heap, duration, pairs, n_random, seed, workload_spec, 
 
 
 def _parse_workloads(spec: str) -> list[tuple]:
+    from .workload import WORKLOAD_GRIDS
+
+    if spec in WORKLOAD_GRIDS:
+        return list(WORKLOAD_GRIDS[spec])
     out = []
     for item in spec.split(","):
         try:
@@ -63,7 +68,7 @@ def _parse_workloads(spec: str) -> list[tuple]:
             out.append((pattern, int(fanout), int(kib), float(comp)))
         except ValueError:
             raise click.BadParameter(f"{item!r}: expected pattern:fanout:KiB:compressibility, "
-                                     "e.g. scatter:8:1024:0") from None
+                                     f"e.g. scatter:8:1024:0, or one of {sorted(WORKLOAD_GRIDS)}") from None
     return out
 
 

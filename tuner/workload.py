@@ -294,5 +294,15 @@ DAG_WORKLOADS = (
 )
 
 
+#: twice the shapes, for the surrogate's unseen-workload error: the grid above and six between its
+#: points (each pattern at another fan-out and size), so a quarter held out leaves nine to learn from
+WIDE_DAG_WORKLOADS = DAG_WORKLOADS + (
+    ("scatter", 4, 256, 0.5), ("broadcast", 4, 64, 0.5), ("broadcast", 16, 256, 0.0),
+    ("shuffle", 8, 64, 0.0), ("fanin", 4, 1024, 0.0), ("fanin", 16, 64, 0.5),
+)
+#: the grids ``asgard tune calibrate --workloads`` takes by name
+WORKLOAD_GRIDS = {"dag": DAG_WORKLOADS, "wide": WIDE_DAG_WORKLOADS}
+
+
 def dag_workloads(spec=DAG_WORKLOADS) -> list[Workload]:
     return [Workload.from_dag(p, k, kib, compressibility=c) for p, k, kib, c in spec]

@@ -19,6 +19,9 @@ from .transport import HEAD_SINK_BYTES, Sink
 #: after a direct connection fails (a node restarting, a refused login), requests go the
 #: session's way for this long before it is opened again
 DIRECT_RETRY_SECONDS = 1.0
+#: a node forgets its prepared ids when it restarts, and those of a table when it is altered (a
+#: retune's ALTER): the session's way prepares them again, the driver's normal course
+UNPREPARED = "the node no longer held a prepared statement (it restarted, or the table was altered)"
 
 
 class HeadRow(tuple):
@@ -135,7 +138,9 @@ class DirectRequests:
             except BaseException as exc:  # GeneratorExit too: a reader left answers unread
                 conn.close()
                 slot.conn = None
-                if isinstance(exc, Exception):
+                if isinstance(exc, DirectRefused) and is_unprepared(exc.args[0]):
+                    step_aside("direct", UNPREPARED, exc, warn=False)  # closed: answers were in flight
+                elif isinstance(exc, Exception):
                     step_aside("direct", "the direct connection failed", f"{address}:{port}: {exc!r}")
                     slot.retry_at = time.monotonic() + DIRECT_RETRY_SECONDS
                 raise
@@ -168,8 +173,7 @@ class DirectRequests:
         if refused is None:
             return answers
         if is_unprepared(refused):
-            # a node that restarted forgets its prepared ids: the session's way prepares again (normal)
-            step_aside("direct", "the node no longer held a prepared statement (it restarted)", refused, warn=False)
+            step_aside("direct", UNPREPARED, refused, warn=False)
         else:
             step_aside("direct", "the node answered other than with a result", refused)
         return None
