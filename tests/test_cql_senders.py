@@ -78,33 +78,38 @@ def test_a_session_with_request_listeners_gets_every_request_and_direct_says_why
         store.purge_scope(key.scope)
 
 
+def forget_prepared(store, name: str, markers, partition_key) -> None:
+    """Give ``store`` statement ``name`` under an id its node does not hold, as after its restart or
+    its table's ALTER: the same text with a comment of its own (nodes keep prepared statements across
+    restarts, so each run needs a text never prepared before)."""
+    from cassandra import ConsistencyLevel
+
+    from asgard.resources.stores.cql.statements import known_prepared
+
+    layout, cluster = store.statements.layout, store.session.cluster
+    text = f"{store.statements.texts[name]} /* {uuid.uuid4().hex} */"
+    forgotten = known_prepared(text, layout.keyspace, layout.table, markers, partition_key, cluster.protocol_version)
+    forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)
+    cluster.add_prepared(forgotten.query_id, forgotten)  # what the driver re-prepares from
+    store.statements.prepared[name] = forgotten
+
+
 def test_a_node_that_no_longer_holds_a_prepared_id_is_prepared_again_quietly(cassandra_store, caplog):
     """A member that restarted forgets the ids prepared on it: the direct path's EXECUTE is answered
     UNPREPARED, the session's way prepares the statement again (the driver's normal course), and
     nothing is logged at WARNING; the step-aside is counted under its own reason."""
     import logging
 
-    from cassandra import ConsistencyLevel
-
     from asgard.resources.stores.cql import CassandraObjectStore, fallbacks, senders
     from asgard.resources.stores.cql.direct import UNPREPARED
-    from asgard.resources.stores.cql.statements import FIRST_MARKERS, FIRST_PARTITION_KEY, known_prepared
+    from asgard.resources.stores.cql.statements import FIRST_MARKERS, FIRST_PARTITION_KEY
 
     store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
     key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
     store.put(key, b"warm")
     for _ in range(2):
         store.get(key)  # the statement prepared, and the direct connection open
-    # an id this node does not hold, as after its restart: the same statement with a comment of its own
-    # (nodes keep prepared statements across restarts, so each run needs a text never prepared before)
-    layout, cluster = store.statements.layout, store.session.cluster
-    text = f"{store.statements.texts['select_head']} /* {uuid.uuid4().hex} */"
-    forgotten = known_prepared(text, layout.keyspace, layout.table,
-                               FIRST_MARKERS["select_head"], FIRST_PARTITION_KEY["select_head"],
-                               cluster.protocol_version)
-    forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)
-    cluster.add_prepared(forgotten.query_id, forgotten)  # what the driver re-prepares from
-    store.statements.prepared["select_head"] = forgotten
+    forget_prepared(store, "select_head", FIRST_MARKERS["select_head"], FIRST_PARTITION_KEY["select_head"])
     senders.reset()
     fallbacks.reset()
     with caplog.at_level(logging.DEBUG, logger="asgard.resources.stores.cql"):
@@ -124,11 +129,8 @@ def test_a_chunk_read_answered_unprepared_goes_the_sessions_way_quietly(cassandr
     under that reason, not as a failed connection, and the next read goes direct again."""
     import logging
 
-    from cassandra import ConsistencyLevel
-
     from asgard.resources.stores.cql import CassandraObjectStore, fallbacks
     from asgard.resources.stores.cql.direct import UNPREPARED
-    from asgard.resources.stores.cql.statements import known_prepared
 
     store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
     key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
@@ -136,13 +138,8 @@ def test_a_chunk_read_answered_unprepared_goes_the_sessions_way_quietly(cassandr
     store.put(key, data)
     for _ in range(2):
         assert store.get(key)[0] == data  # the statements prepared, and the direct connection open
-    layout, cluster = store.statements.layout, store.session.cluster
-    text = f"{store.statements.texts['select_chunk']} /* {uuid.uuid4().hex} */"
     markers = (("scope", "text"), ("path", "text"), ("version", "text"), ("grp", "int"), ("chunk", "int"))
-    forgotten = known_prepared(text, layout.keyspace, layout.table, markers, (0, 1, 2, 3), cluster.protocol_version)
-    forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)
-    cluster.add_prepared(forgotten.query_id, forgotten)  # what the driver re-prepares from
-    store.statements.prepared["select_chunk"] = forgotten
+    forget_prepared(store, "select_chunk", markers, (0, 1, 2, 3))
     fallbacks.reset()
     with caplog.at_level(logging.DEBUG, logger="asgard.resources.stores.cql"):
         assert store.get(key)[0] == data

@@ -240,7 +240,8 @@ def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, 
 @tune.command()
 @click.option("--index", default=5, show_default=True, help="the tuner's node: 127.0.0.<index> (started if down)")
 @click.option("--workloads", "workload_spec", default=None,
-              help="pattern:fanout:KiB:compressibility,... (default: scatter, broadcast, shuffle at the bench's sizes)")
+              help="pattern:fanout:KiB:compressibility,... or a grid's name, dag or wide (default: scatter, "
+                   "broadcast, shuffle at the bench's sizes)")
 @click.option("--pairs", default=4, show_default=True, help="ABBA pairs of default and tuned per workload")
 @click.option("--duration", default=1.5, show_default=True, help="seconds per side of a pair")
 @click.option("--noise/--no-noise", default=True, show_default=True,
