@@ -121,9 +121,11 @@ def test_calibrate_takes_a_workload_grid_by_name_and_says_what_a_bad_one_should_
     wide = dag_workloads(_parse_workloads("wide"))
     assert len({w.name for w in wide}) == 12 and len({w.pattern for w in wide}) == 4
     assert [w.name for w in wide[:len(DAG_WORKLOADS)]] == [w.name for w in dag_workloads()]  # the grid, then six more
+    dense = dag_workloads(_parse_workloads("dense"))  # wide, then twelve in its gaps: 24 shapes, none twice
+    assert len({w.name for w in dense}) == 24 and [w.name for w in dense[:12]] == [w.name for w in wide]
     result = runner.invoke(tune, ["calibrate", "--workloads", "widest", "--out", "unused.jsonl"])
     assert result.exit_code == 2
-    assert "'widest': expected pattern:fanout:KiB:compressibility" in result.output and "['dag', 'wide']" in result.output
+    assert "'widest': expected pattern:fanout:KiB:compressibility" in result.output and "['dag', 'dense', 'gaps', 'wide']" in result.output
 
 
 def test_ephemeral_data_knobs_render_where_cassandra_reads_them():

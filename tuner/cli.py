@@ -40,7 +40,8 @@ def tune() -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--workloads", "workload_spec", default=None,
               help="pattern:fanout:KiB:compressibility,... or a grid's name: dag (the default, "
-                   "asgard.tuner.workload.DAG_WORKLOADS) or wide (WIDE_DAG_WORKLOADS: twelve shapes)")
+                   "asgard.tuner.workload.DAG_WORKLOADS: six shapes), wide (twelve), gaps (twelve in wide's gaps) "
+                   "or dense (wide and gaps)")
 @click.option("--design", type=click.Choice(DESIGNS), default="grid", show_default=True,
               help="grid: one knob at a time, the crossed pairs and --random random configurations; random: the "
                    "random ones alone (Rafiki's sampling)")
@@ -240,8 +241,8 @@ def recommend(read_ratio, object_kib, pattern, fanout, compressibility, method, 
 @tune.command()
 @click.option("--index", default=5, show_default=True, help="the tuner's node: 127.0.0.<index> (started if down)")
 @click.option("--workloads", "workload_spec", default=None,
-              help="pattern:fanout:KiB:compressibility,... or a grid's name, dag or wide (default: scatter, "
-                   "broadcast, shuffle at the bench's sizes)")
+              help="pattern:fanout:KiB:compressibility,... or a grid's name, dag, wide, gaps or dense "
+                   "(default: scatter, broadcast, shuffle at the bench's sizes)")
 @click.option("--pairs", default=4, show_default=True, help="ABBA pairs of default and tuned per workload")
 @click.option("--duration", default=1.5, show_default=True, help="seconds per side of a pair")
 @click.option("--noise/--no-noise", default=True, show_default=True,

@@ -300,8 +300,17 @@ WIDE_DAG_WORKLOADS = DAG_WORKLOADS + (
     ("scatter", 4, 256, 0.5), ("broadcast", 4, 64, 0.5), ("broadcast", 16, 256, 0.0),
     ("shuffle", 8, 64, 0.0), ("fanin", 4, 1024, 0.0), ("fanin", 16, 64, 0.5),
 )
+#: twelve more, in the wide grid's gaps (each pattern at the fan-outs and sizes it lacks there), so a
+#: held-out shape has neighbours: the wide grid's extremes (broadcast 8 x 1 MiB, shuffle 4 x 16 KiB) had none
+GAP_DAG_WORKLOADS = (
+    ("scatter", 16, 16, 0.5), ("scatter", 4, 1024, 0.5), ("scatter", 16, 256, 0.0),
+    ("broadcast", 4, 1024, 0.5), ("broadcast", 8, 64, 0.0), ("broadcast", 16, 16, 0.5),
+    ("shuffle", 8, 16, 0.0), ("shuffle", 16, 64, 0.5), ("shuffle", 8, 1024, 0.5),
+    ("fanin", 4, 64, 0.0), ("fanin", 8, 1024, 0.5), ("fanin", 16, 256, 0.0),
+)
 #: the grids ``asgard tune calibrate --workloads`` takes by name
-WORKLOAD_GRIDS = {"dag": DAG_WORKLOADS, "wide": WIDE_DAG_WORKLOADS}
+WORKLOAD_GRIDS = {"dag": DAG_WORKLOADS, "wide": WIDE_DAG_WORKLOADS, "gaps": GAP_DAG_WORKLOADS,
+                  "dense": WIDE_DAG_WORKLOADS + GAP_DAG_WORKLOADS}
 
 
 def dag_workloads(spec=DAG_WORKLOADS) -> list[Workload]:
