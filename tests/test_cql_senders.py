@@ -148,3 +148,42 @@ def test_a_chunk_read_answered_unprepared_goes_the_sessions_way_quietly(cassandr
     assert fallbacks.counts() == {f"direct: {UNPREPARED}": 1}  # prepared again: no second step-aside
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("asgard")]
     store.purge_scope(key.scope)
+
+
+def test_a_put_after_its_table_is_altered_in_a_process_whose_first_puts_raced_the_prepare(cassandra_store,
+                                                                                         monkeypatch):
+    """A process's first puts, several at once, go by the statements' known ids while the statements are
+    prepared (:class:`.early.FirstRequests`): a put that made its known statement after the prepare
+    replaced the prepared one in the driver's registry, which holds statements weakly. When the table is
+    altered (the tuner's retune: compaction, compression, gc_grace_seconds...) the node forgets the ids,
+    answers the next batch UNPREPARED, and the driver re-prepares a batch only from that registry: every
+    small put failed ("'bytes' object has no attribute 'encode'", the driver's message for an id it does
+    not know) until the process ended. Here the put after the ALTER is written, on the session's way."""
+    import gc
+
+    import asgard.resources.stores.cql as module
+    from asgard.resources.stores.cql import CassandraObjectStore, senders
+
+    monkeypatch.setitem(module.options._current, "options", module.options.opts())
+    module.set_options(direct=False)  # the batch on the session: the direct path re-prepares by itself
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
+    key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
+    for i in range(2):
+        store.put(key, bytes([i]) * 10_000)  # the insert statements prepared
+    for name in ("insert_head", "insert_index"):
+        # a racing first put's, gone with its request
+        assert store.statements.known(name, store.session.cluster) is not None
+    gc.collect()
+    layout = store.statements.layout
+    grace = store.session.execute("SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s "
+                                  "AND table_name = %s", (layout.keyspace, layout.table)).one().gc_grace_seconds
+    alter = f"ALTER TABLE {layout.keyspace}.{layout.table} WITH gc_grace_seconds = %d"
+    store.session.execute(alter % (grace + 1))
+    try:
+        senders.reset()
+        store.put(key, b"after the alter" * 1000)
+        assert senders.taken() == {"put: session": 1}
+        assert store.get(key)[0] == b"after the alter" * 1000
+    finally:
+        store.session.execute(alter % grace)
+        store.purge_scope(key.scope)
