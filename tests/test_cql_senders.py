@@ -165,7 +165,7 @@ def test_a_put_after_its_table_is_altered_in_a_process_whose_first_puts_raced_th
     from asgard.resources.stores.cql import CassandraObjectStore, senders
 
     monkeypatch.setitem(module.options._current, "options", module.options.opts())
-    module.set_options(direct=False)  # the batch on the session: the direct path re-prepares by itself
+    module.set_options(direct=False)  # the batch on the session, as when the direct path steps aside
     store = CassandraObjectStore(keyspace=TEST_KEYSPACE)
     key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
     for i in range(2):
