@@ -54,20 +54,16 @@ class SessionState:
     Attributes:
         prepared: statements prepared on the session, by name.
         preparing: prepares under way in the background (futures), by name.
-        known: statements made by their computed ids (:meth:`.statements.Statements.known`), by name,
-            kept alive: the driver keeps its registry of prepared ids weakly, by the last statement
-            registered under an id, and re-prepares a batch answered UNPREPARED only from there.
         routed: the keyspaces whose replication the driver was given (token-aware routing).
         batch_warn: the connected node's ``batch_size_warn_threshold`` in bytes, once read.
         batch_warn_reading: whether that read is under way.
     """
 
-    __slots__ = ("prepared", "preparing", "known", "routed", "batch_warn", "batch_warn_reading")
+    __slots__ = ("prepared", "preparing", "routed", "batch_warn", "batch_warn_reading")
 
     def __init__(self):
         self.prepared: dict[str, Any] = {}
         self.preparing: dict[str, Any] = {}
-        self.known: dict[str, Any] = {}
         self.routed: set[str] = set()
         self.batch_warn: int | None = None
         self.batch_warn_reading = False

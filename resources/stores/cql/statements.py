@@ -261,10 +261,8 @@ class Statements:
                               FIRST_PARTITION_KEY[name], cluster.protocol_version)
         stmt.consistency_level = getattr(ConsistencyLevel, layout.consistency)
         stmt.is_idempotent = True
-        # the driver prepares it again from here when a node answers UNPREPARED; it holds it weakly and
-        # this one replaces the prepared statement under the same id there, so it must outlive its request
+        # the driver prepares it again from here when a node answers UNPREPARED
         cluster.add_prepared(stmt.query_id, stmt)
-        self.connection.state.known[name] = stmt
         return stmt
 
     def route_by_token(self, session, state=None) -> None:
