@@ -148,3 +148,51 @@ def test_a_chunk_read_answered_unprepared_goes_the_sessions_way_quietly(cassandr
     assert fallbacks.counts() == {f"direct: {UNPREPARED}": 1}  # prepared again: no second step-aside
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("asgard")]
     store.purge_scope(key.scope)
+
+
+def test_puts_after_their_table_is_altered_in_a_process_whose_first_puts_raced_the_prepare(cassandra_store,
+                                                                                          monkeypatch):
+    """A process's first puts, several at once, go by the statements' known ids while the statements are
+    prepared (:class:`.early.FirstRequests`), and every store of the process shares one driver session: a
+    put that made its known statement after the prepare, or a store that prepared and has gone, replaced
+    the statement in the driver's registry of prepared ids, which holds them weakly. When the table is
+    altered (the tuner's retune: compaction, compression, gc_grace_seconds...) the node forgets its ids and
+    answers the next batch UNPREPARED; the driver re-prepares a batch only from that registry, and every
+    small put failed ("'bytes' object has no attribute 'encode'", its message for an id it does not know)
+    until the process ended. Here the puts after the ALTER are written, on the session's way."""
+    import gc
+
+    import asgard.resources.stores.cql as module
+    from asgard.resources.stores.cql import CassandraObjectStore, senders
+
+    monkeypatch.setitem(module.options._current, "options", module.options.opts())
+    module.set_options(direct=False)  # the batch on the session, as when the direct path steps aside
+    table = "objects_altered"  # a table of its own: its ALTER makes the node forget only its ids
+    store = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
+    key = ObjectKey(f"run/senders-{uuid.uuid4().hex[:8]}", "out")
+    for i in range(2):
+        store.put(key, bytes([i]) * 10_000)  # the insert statements prepared
+    gone = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
+    gone.put(key, b"another store's put")  # its own prepared statements replace this store's in the registry
+    for name in ("insert_head", "insert_index"):
+        # a racing first put's, gone with its request
+        assert store.statements.known(name, store.session.cluster) is not None
+        assert gone.statements.known(name, store.session.cluster) is not None
+    del gone
+    gc.collect()
+    session = store.session
+    grace = session.execute("SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s "
+                            "AND table_name = %s", (TEST_KEYSPACE, table)).one().gc_grace_seconds
+    alter = f"ALTER TABLE {TEST_KEYSPACE}.{table} WITH gc_grace_seconds = %d"
+    session.execute(alter % (grace + 1))
+    try:
+        senders.reset()
+        store.put(key, b"after the alter" * 1000)
+        assert senders.taken() == {"put: session": 1}
+        assert store.get(key)[0] == b"after the alter" * 1000
+        another = CassandraObjectStore(keyspace=TEST_KEYSPACE, table=table)
+        another.put(key, b"and another store's")
+        assert store.get(key)[0] == b"and another store's"
+    finally:
+        session.execute(alter % grace)
+        store.purge_scope(key.scope)

@@ -52,7 +52,7 @@ SIGNATURES = [
      ["self", "version", "flags", "stream", "opcode", "body_offset", "end_pos"], "transport.FastReadConnection"),
     ("cassandra.cluster.Cluster", "connection_factory", ["self", "endpoint", "args", "kwargs"],
      "cluster.PreopeningCluster"),
-    ("cassandra.cluster.Cluster", "add_prepared", ["self", "query_id", "prepared_statement"], "statements.Statements.known"),
+    ("cassandra.cluster.Cluster", "add_prepared", ["self", "query_id", "prepared_statement"], "statements.keep_registered"),
     ("cassandra.query.PreparedStatement", "__init__",
      ["self", "column_metadata", "query_id", "routing_key_indexes", "query", "keyspace", "protocol_version",
       "result_metadata", "result_metadata_id", "column_encryption_policy"], "statements.known_prepared (positional)"),

@@ -3,8 +3,10 @@ by a computed id for a fresh process's first requests (:func:`known_prepared`), 
 created where it is missing."""
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,26 @@ SINGLE_REPLICA_KEYSPACE_SUFFIX, SINGLE_REPLICA_VERSION_SUFFIX = "_r1", "-r1"
 SCHEMA_ATTEMPTS = 10
 #: the namespace of :func:`table_id`
 TABLE_ID_NAMESPACE = uuid.UUID("6a5f4c1e-2b8d-5e7a-9c3f-41d2b7e0a8c9")
+
+
+#: driver ``Cluster`` -> {prepared id: the statement last registered under it}, kept alive
+_registered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_registered_lock = threading.Lock()
+
+
+def keep_registered(cluster, stmt) -> None:
+    """Register ``stmt`` with ``cluster``'s registry of prepared ids and keep it alive as long as the
+    cluster. The driver holds that registry weakly, by the last statement registered under an id
+    (every prepare registers its own), and re-prepares a batch answered UNPREPARED (after a table's
+    ALTER or a node's restart) only from there: a statement registered by a store or a first request
+    that has since gone would leave the id unknown, and the driver raised AttributeError on every
+    batch after, in every store of the process on that cluster."""
+    with _registered_lock:
+        kept = _registered.get(cluster)
+        if kept is None:
+            kept = _registered[cluster] = {}
+        kept[stmt.query_id] = stmt
+        cluster.add_prepared(stmt.query_id, stmt)
 
 
 def table_id(keyspace: str, table: str) -> uuid.UUID:
@@ -213,6 +235,7 @@ class Statements:
                 self.create_schema(session)
         stmt.consistency_level = getattr(ConsistencyLevel, self.layout.consistency)
         stmt.is_idempotent = True  # every statement here may be resent (the same cells, a delete)
+        keep_registered(session.cluster, stmt)  # the driver registered it too, but weakly
         if self.layout.keyspace not in state.routed:
             self.route_by_token(session, state)
         state.prepared[self.prefix + name] = stmt
@@ -261,8 +284,7 @@ class Statements:
                               FIRST_PARTITION_KEY[name], cluster.protocol_version)
         stmt.consistency_level = getattr(ConsistencyLevel, layout.consistency)
         stmt.is_idempotent = True
-        # the driver prepares it again from here when a node answers UNPREPARED
-        cluster.add_prepared(stmt.query_id, stmt)
+        keep_registered(cluster, stmt)  # the driver prepares it again from there when a node answers UNPREPARED
         return stmt
 
     def route_by_token(self, session, state=None) -> None:
