@@ -44,11 +44,8 @@ def keep_registered(cluster, stmt) -> None:
     ALTER or a node's restart) only from there: a statement registered by a store or a first request
     that has since gone would leave the id unknown, and the driver raised AttributeError on every
     batch after, in every store of the process on that cluster."""
-    with _registered_lock:
-        kept = _registered.get(cluster)
-        if kept is None:
-            kept = _registered[cluster] = {}
-        kept[stmt.query_id] = stmt
+    with _registered_lock:  # the registry and what is kept name the same statement for an id
+        _registered.setdefault(cluster, {})[stmt.query_id] = stmt
         cluster.add_prepared(stmt.query_id, stmt)
 
 
