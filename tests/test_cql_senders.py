@@ -84,13 +84,13 @@ def forget_prepared(store, name: str, markers, partition_key) -> None:
     restarts, so each run needs a text never prepared before)."""
     from cassandra import ConsistencyLevel
 
-    from asgard.resources.stores.cql.statements import known_prepared
+    from asgard.resources.stores.cql.statements import keep_registered, known_prepared
 
     layout, cluster = store.statements.layout, store.session.cluster
     text = f"{store.statements.texts[name]} /* {uuid.uuid4().hex} */"
     forgotten = known_prepared(text, layout.keyspace, layout.table, markers, partition_key, cluster.protocol_version)
     forgotten.consistency_level = getattr(ConsistencyLevel, layout.consistency)
-    cluster.add_prepared(forgotten.query_id, forgotten)  # what the driver re-prepares from
+    keep_registered(cluster, forgotten)  # what the driver re-prepares from
     store.statements.prepared[name] = forgotten
 
 
