@@ -86,7 +86,48 @@ class XComBackendConfigError(StoreConfigError):
     """The ``[asgard]`` settings (or the connection they name) cannot be used."""
 
 
+def _task_name(task) -> str:
+    return f"task {getattr(task, 'task_id', '?')!r} of DAG {getattr(task, 'dag_id', None)!r}"
+
+
+class XComTaskSettingError(XComBackendConfigError):
+    """A task's ``params["asgard"]`` sets an option to a value it cannot take
+    (:mod:`asgard_airflow.task_settings`); raised before anything of its value is written.
+
+    Attributes:
+        dag_id, task_id: the task.
+        key: the option (``codec``, ``placement``, ``replicas``).
+        value: the value given.
+        allowed: the values it can take.
+    """
+
+    def __init__(self, task, key: str, value, allowed: list):
+        self.dag_id, self.task_id = getattr(task, "dag_id", None), getattr(task, "task_id", None)
+        self.key, self.value, self.allowed = key, value, list(allowed)
+        super().__init__(f"{_task_name(task)} sets params['asgard'] {key} to {value!r}, which it cannot take: use one "
+                         f"of {self.allowed} (nothing was written)")
+
+
+class XComPlacementCannotServeError(XComTaskSettingError):
+    """``producer-local`` (a task's ``params["asgard"]``, or ``[asgard] placement``) for a task
+    whose downstream tasks may run on other hosts: they could not read the copy.
+
+    Attributes (besides :class:`XComTaskSettingError`'s):
+        source: where the placement came from.
+        why: why it cannot serve (the executor, the tasks' queues).
+        what_to_do: how to make it serve, or to let it go.
+    """
+
+    def __init__(self, task, source: str, why: str, what_to_do: str):
+        self.dag_id, self.task_id = getattr(task, "dag_id", None), getattr(task, "task_id", None)
+        self.key, self.value, self.allowed = "placement", "producer-local", ["auto", "ring"]
+        self.source, self.why, self.what_to_do = source, why, what_to_do
+        XComBackendConfigError.__init__(self, f"{_task_name(task)} is placed producer-local ({source}), which cannot "
+                                              f"serve: {why}. {what_to_do} (nothing was written)")
+
+
 __all__ = [
     "XComStoreError", "XComValueMissingError", "XComValueCorruptError", "XComValueTamperedError",
-    "XComValueTooLargeError", "XComStoreUnavailableError", "XComBackendConfigError", "describe",
+    "XComValueTooLargeError", "XComStoreUnavailableError", "XComBackendConfigError", "XComTaskSettingError",
+    "XComPlacementCannotServeError", "describe",
 ]

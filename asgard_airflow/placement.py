@@ -11,6 +11,7 @@ the executor: a value whose downstream tasks all run on this host gets a produce
   one: a named queue is one host's);
 * any other executor: where its tasks run is not known here, so the ring.
 
+A task's own ``params={"asgard": {"placement": ...}}`` wins (:mod:`asgard_airflow.task_settings`).
 The decision and its reason go into the XCom's reference row (``placement``, ``placement_reason``),
 which the task's rendered XCom shows.
 """
@@ -80,14 +81,20 @@ def readers_on_this_host(task: Any) -> tuple[bool | None, str]:
     return True, f"the CeleryExecutor routes {task.task_id} and its {len(readers)} reader(s) to queue '{mine}', one host's"
 
 
-def placement_for(setting: str, task: Any | None, store_read_mib_s=lambda: None) -> PlacementChoice | None:
-    """The placement of the value ``task`` (the running task, :func:`running_task`) pushes: None
-    leaves it to the store's ``setting`` (``ring`` or ``producer-local``); for ``auto``, decided here
+def placement_for(setting: str, task: Any | None, store_read_mib_s=lambda: None, own: str | None = None,
+                  own_reason: str = "") -> PlacementChoice | None:
+    """The placement of the value ``task`` (the running task, :func:`running_task`) pushes: the
+    task's ``own`` (its params, ``own_reason`` saying so), which wins; else None leaves it to the
+    store's ``setting`` (``ring`` or ``producer-local``); ``auto`` is decided here
     (``store_read_mib_s()``: the store's reads as measured here, what a copy saves each reader)."""
-    if setting != AUTO_PLACEMENT:
+    if own is not None and own != AUTO_PLACEMENT:
+        return choose_placement(own, None, f"the task's {own_reason}")
+    if own is None and setting != AUTO_PLACEMENT:
         return None
     if task is None:
         return choose_placement(AUTO_PLACEMENT, None, "no task around it")
     same, why = readers_on_this_host(task)
+    if own is not None:
+        why = f"the task's {own_reason}: {why}"
     return choose_placement(AUTO_PLACEMENT, same, why, len(getattr(task, "downstream_list", []) or []),
                             store_read_mib_s=store_read_mib_s())

@@ -51,14 +51,15 @@ def _show(task: Any, row: str) -> None:
     setattr(task, FIELD, text)
 
 
-def record_push(task: Any | None, where: dict, ref: dict, codec_setting: str, codec_reasons: list[str]) -> None:
+def record_push(task: Any | None, where: dict, ref: dict, codec_why: str, codec_reasons: list[str]) -> None:
     """The pushing ``task``'s row (the running task, :func:`running_task`) for the value ``ref``
-    stands for: its codec, placement and replicas, and why."""
+    stands for: its codec, placement and replicas, and why (``codec_why``: the setting that named
+    the codec, where no choice gave ``codec_reasons``)."""
     if task is None:
         return
     readers = sorted(getattr(t, "task_id", "?") for t in (getattr(task, "downstream_list", None) or []))
     edge = f"push `{where['key']}` to {', '.join(f'`{r}`' for r in readers) or 'no task downstream'}"
-    codec_why = "; ".join(dict.fromkeys(codec_reasons)) or f"[asgard] codec = {codec_setting}"
+    codec_why = "; ".join(dict.fromkeys(codec_reasons)) or codec_why
     placement = ref.get("placement", "ring")
     placement_why = ref.get("placement_reason") or "[asgard] placement = ring"
     copies = f"; replicas {_cell(ref['replicas'])}" if ref.get("replicas_reason") else ""

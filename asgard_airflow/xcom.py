@@ -57,18 +57,21 @@ from airflow.sdk.bases.xcom import BaseXCom
 
 from asgard.resources.stores.base import ObjectKey, ObjectStore, Serialized, new_version, run_bounded
 from asgard.resources.stores.errors import (
-    CorruptChunkError, CorruptManifestError, ObjectMissingError, SerializationError, StoreError,
+    CorruptChunkError, CorruptManifestError, ObjectMissingError, SerializationError, StoreConfigError, StoreError,
     StoreUnavailableError, TamperedObjectError,
 )
+from asgard.resources.stores.replicas import choose_replicas
+from asgard.resources.stores.serde import AUTO_CODEC
 
 from .errors import (
-    XComBackendConfigError, XComStoreUnavailableError, XComValueCorruptError, XComValueMissingError,
-    XComValueTamperedError, XComValueTooLargeError, describe,
+    XComBackendConfigError, XComStoreUnavailableError, XComTaskSettingError, XComValueCorruptError,
+    XComValueMissingError, XComValueTamperedError, XComValueTooLargeError, describe,
 )
 from .placement import placement_for, running_task
 from .reference import REFERENCE_MARKER, REFERENCE_VERSION, is_reference
 from .rendered import record_pull, record_push
 from .settings import Settings, configured_store, read_settings
+from .task_settings import check_placement_serves, task_settings
 from .topology import readers_of
 
 log = logging.getLogger(__name__)
@@ -279,12 +282,24 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
         if piece.size > store.max_object_bytes:
             raise XComValueTooLargeError(where, store.uri(okey), piece.size, store.max_object_bytes)
     task = running_task(where["dag_id"], where["task_id"])
-    placement = placement_for(store.placement, task, store.measured_read_mib_s)  # auto: its readers, the executor, the store's reads
+    own = task_settings(task)  # the task's params["asgard"]: checked, and they win
+    if task is not None:
+        check_placement_serves(task, own.placement or store.placement, own.reason("placement") if own.placement
+                               else f"[asgard] placement = {store.placement}")
+    placement = placement_for(store.placement, task, store.measured_read_mib_s,  # auto: its readers, the executor,
+                              own.placement, own.reason("placement"))        # the store's reads
     readers = readers_of(task, where["key"])  # what a per-value codec choice weighs
+    replicas = None
+    if own.replicas is not None:
+        try:
+            replicas = choose_replicas(own.replicas, store.replication_factor, readers, caller=True)
+        except StoreConfigError as exc:  # one copy of a store that keeps its own
+            raise XComTaskSettingError(task, "replicas", own.replicas, ["store", "auto"]) from exc
     try:
         _mark_run(store, where["dag_id"], where["run_id"])
-        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i], readers=readers,
-                                                                  placement=placement),
+        results = list(run_bounded(lambda i: store.put_serialized(keys[i], pieces[i], codec=own.codec,
+                                                                  readers=readers, placement=placement,
+                                                                  replicas=replicas),
                                    range(len(keys)), min(settings.object_concurrency, len(keys))))
     except StoreUnavailableError as exc:
         raise XComStoreUnavailableError(where, exc, writing=True) from exc
@@ -313,7 +328,9 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     else:
         ref.update(checksum=f"crc32:{manifests[0].checksum}", version=manifests[0].version)
     # the pushing task's Rendered Template names what was decided for this value, and why
-    record_push(task, where, ref, settings.option("codec"), [r.codec_reason for r in results if r.codec_reason])
+    codec_why = own.reason("codec") if own.codec else f"[asgard] codec = {settings.option('codec')}"
+    chosen = own.codec is None or own.codec == AUTO_CODEC  # a named codec's reason is the task's params
+    record_push(task, where, ref, codec_why, [r.codec_reason for r in results if r.codec_reason and chosen])
     ref["write_s"] = round(time.perf_counter() - t0, 4)  # encoding and writing: the store's share of the task
     return ref
 
