@@ -27,6 +27,7 @@ from asgard.resources.stores.errors import StoreConfigError
 from asgard.resources.stores.local_copy import AUTO_PLACEMENT, PLACEMENTS, PRODUCER_LOCAL
 from asgard.resources.stores.replicas import REPLICA_SETTINGS, check_replicas
 from asgard.resources.stores.serde import AUTO_CODEC, CODECS
+from asgard.resources.stores.settings import STORAGE
 
 from .errors import XComPlacementCannotServeError, XComTaskSettingError
 from .placement import readers_on_this_host
@@ -89,12 +90,14 @@ def check_placement_serves(task: Any, placement: str, source: str) -> None:
 
 def check_dag_settings(dag: Any, placement: str | None = None) -> None:
     """Check every task of ``dag`` as its pushes will: its ``params["asgard"]``, and a
-    ``producer-local`` (its own, else ``placement``, the ``[asgard]`` setting, read here when
-    not given) against where its readers run. Call it in the DAG file to fail at parse time."""
-    if placement is None:
-        from .settings import read_settings
+    ``producer-local`` (its own, else ``placement``, the ``[asgard]`` option, read here when
+    not given; a connection's extra is not read at parse time) against where its readers run. Call it in the DAG file to fail at parse time."""
+    if placement is None:  # the option alone: parsing a DAG reads no connection
+        from airflow.sdk.configuration import conf
 
-        placement = read_settings().option("placement")
+        from .settings import SECTION
+
+        placement = (conf.get(SECTION, "placement", fallback="") or "").strip() or STORAGE["placement"].default
     for task in dag.tasks:
         own = task_settings(task)
         if own.placement is not None:

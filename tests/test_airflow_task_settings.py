@@ -129,6 +129,11 @@ def test_a_dags_settings_are_checked_when_its_file_is_parsed(monkeypatch):
         check_dag_settings(_dag(None, None), placement="producer-local")
     assert caught.value.source == "[asgard] placement = producer-local" and "but read to 'default'" in caught.value.why
     check_dag_settings(_dag(None, {"placement": "ring"}), placement="producer-local")
+    monkeypatch.setenv("AIRFLOW__ASGARD__PLACEMENT", "producer-local")  # not given: the [asgard] option
+    with pytest.raises(XComPlacementCannotServeError):
+        check_dag_settings(_dag(None, None))
+    monkeypatch.delenv("AIRFLOW__ASGARD__PLACEMENT")
+    check_dag_settings(_dag(None, None))  # the declared default, ring
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")  # one host runs them all
     check_dag_settings(_dag("asgard-h2", {"placement": "producer-local"}), placement="ring")
     # a DAG's params apply to each task that sets none
