@@ -49,6 +49,13 @@ def dag_id_for(app: str) -> str:
     return f"asgard_{app}"
 
 
+def _task(**kwargs):
+    """Airflow's ``@task``, its return value not logged: Airflow logs a task's return value whole
+    by default, and the repr of a log partition (128 MiB of CSV) held a task on the hosts' workers
+    in its supervisor for minutes (the log line, not the XCom)."""
+    return task(show_return_value_in_logs=False, **kwargs)
+
+
 def call_op(op_def, *args, **kwargs) -> Any:
     """Run a Dagster op's function as a plain call: the value, or ``{output name or mapping key:
     value}`` for an op that yields several (a generator op)."""
@@ -79,25 +86,25 @@ def push_outputs(outputs: dict) -> None:
 def _video(dag: DAG) -> None:
     from asgard.pipelines import video_analytics as va
 
-    @task
+    @_task()
     def split_video(params=None) -> list:
         chunks = call_op(va.split_video, config=va.VideoConfig(fanout=int(params["fanout"]),
                                                                 scale=float(params["scale"])))
         return [chunks[k] for k in sorted(chunks)]  # one list element per chunk: each mapped task reads its own
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def extract_frame(chunk: dict) -> dict:
         return call_op(va.extract_frame, chunk)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def classify(frame: dict) -> dict:
         return call_op(va.classify, frame)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def collect(classifications) -> dict:
         return call_op(va.collect, list(classifications))
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def summarize(collected: dict) -> dict:
         return call_op(va.summarize, collected)
 
@@ -107,30 +114,30 @@ def _video(dag: DAG) -> None:
 def _forest(dag: DAG) -> None:
     from asgard.pipelines import lightgbm_forest as lf
 
-    @task
+    @_task()
     def prepare_digits(params=None) -> None:
         out = call_op(lf.prepare_digits, config=lf.ForestConfig(fanout=int(params["fanout"]),
                                                                  scale=float(params["scale"])))
         seeds = [out[k] for k in sorted(k for k in out if k.startswith("trainer_"))]
         push_outputs({"train": out["train"], "test": out["test"], "seeds": seeds})
 
-    @task
+    @_task()
     def pca(train: dict) -> None:
         push_outputs(call_op(lf.pca, train))
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def train_booster(seed: dict, pca_train: dict) -> dict:
         return call_op(lf.train_booster, seed, pca_train)
 
-    @task
+    @_task()
     def trainer_seeds(seeds: list) -> list:
         return list(seeds)  # Airflow maps over a task's return value only, not over one of its keys
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def combine_forest(models) -> dict:
         return call_op(lf.combine_forest, list(models))
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def evaluate(forest: dict, pca_model: dict, test: dict) -> dict:
         return call_op(lf.evaluate, forest, pca_model, test)
 
@@ -143,24 +150,24 @@ def _forest(dag: DAG) -> None:
 def _word_count(dag: DAG, reducers: int) -> None:
     from asgard.pipelines import word_count as wc
 
-    @task
+    @_task()
     def split_corpus(params=None) -> list:
         splits = call_op(wc.split_corpus, config=wc.WordCountConfig(
             fanout=int(params["fanout"]), reducers=reducers, scale=float(params["scale"])))
         return [splits[k] for k in sorted(splits)]
 
-    @task
+    @_task()
     def map_words(split: dict) -> None:
         push_outputs(call_op(wc.map_words, split))  # part_0 ... part_<r-1>: one XCom key per bucket
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def merge_counts(reduced: list) -> dict:
         return call_op(wc.merge_counts, list(reduced))
 
     parts = map_words.expand(split=split_corpus())
     reduced = []
     for j in range(reducers):
-        @task(task_id=f"reduce_bucket_{j}", multiple_outputs=False)
+        @_task(task_id=f"reduce_bucket_{j}", multiple_outputs=False)
         def reduce_bucket(partitions) -> dict:
             return call_op(wc.reduce_bucket, list(partitions))
 
@@ -201,25 +208,25 @@ def _file_bytes(value: Any) -> Any:
 def _etl(dag: DAG) -> None:
     from asgard.pipelines import etl_columnar as etl
 
-    @task
+    @_task()
     def generate(params=None) -> list:
         out = call_op(etl.generate, config=etl.EtlConfig(fanout=int(params["fanout"]), scale=float(params["scale"])))
         push_outputs({"customers": _carried(out.pop("customers"), params)})
         return [_carried(out[k], params) for k in sorted(out)]  # one element per partition: each mapped task reads its own
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def filter_orders(orders, params=None):
         return _carried(call_op(etl.filter_orders, _arrow(orders)), params)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def join_customers(orders, customers, params=None):
         return _carried(call_op(etl.join_customers, _arrow(orders), _arrow(customers)), params)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def aggregate(joined, params=None):
         return _carried(call_op(etl.aggregate, _arrow(joined)), params)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def merge_aggregates(parts) -> dict:
         return call_op(etl.merge_aggregates, _arrow(list(parts)))
 
@@ -232,20 +239,20 @@ def _etl(dag: DAG) -> None:
 def _logs(dag: DAG) -> None:
     from asgard.pipelines import log_analytics as la
 
-    @task
+    @_task()
     def land_logs(params=None) -> list:
         out = call_op(la.land_logs, config=la.LogConfig(fanout=int(params["fanout"]), scale=float(params["scale"])))
         return [_carried(out[k], params) for k in sorted(out)]  # one element per partition
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def parse_logs(raw, params=None):
         return _carried(call_op(la.parse_logs, _file_bytes(raw)), params)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def traffic_by_path(logs, params=None):
         return _carried(call_op(la.traffic_by_path, _arrow(logs)), params)
 
-    @task(multiple_outputs=False)
+    @_task(multiple_outputs=False)
     def merge_traffic(parts) -> dict:
         return call_op(la.merge_traffic, _arrow(list(parts)))
 

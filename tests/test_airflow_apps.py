@@ -38,6 +38,8 @@ def run_app(home, store, app: str):
     dag_id = dag_id_for(app)
     rc, out, run_id = dags_test(home, dag_id, SMALL[app])
     assert rc == 0, out[-6000:]
+    # a task's return value is not written into its log (a 128 MiB file's repr held a worker for minutes)
+    assert "Returned value not shown" in out and "Returned value was" not in out, out[-3000:]
     rows = xcom_rows(home, dag_id, run_id)
     # Airflow's table: a reference for every value over the threshold (measured as compact JSON,
     # as the backend measures it; the row's own text has spaces), never the value itself

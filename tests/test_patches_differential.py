@@ -82,9 +82,9 @@ def sessions(pair):
     out = []
     for node in pair:
         cluster = build_cluster([node.address], node.native_port, admin=True, connect_timeout=20)
+        profile = cluster.profile_manager.default
+        profile.row_factory, profile.request_timeout = tuple_factory, 60
         session = cluster.connect()
-        session.row_factory = tuple_factory
-        session.default_timeout = 60
         session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
                         "{'class': 'SimpleStrategy', 'replication_factor': 1}")
         session.execute(SCHEMA.format(ks=KEYSPACE))

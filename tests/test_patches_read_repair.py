@@ -53,8 +53,8 @@ def run_scenario(ring: CassandraCluster) -> dict[str, object]:
 
     fresh, stale = ring.nodes
     cluster = build_cluster([fresh.address], fresh.native_port, admin=True, connect_timeout=20)
+    cluster.profile_manager.default.request_timeout = 30
     session = cluster.connect()
-    session.default_timeout = 30
     answers: dict[str, object] = {}
 
     def run(cql, cl, host, params=None):

@@ -43,7 +43,9 @@ def build_cluster(contact_points, port: int = 9042, *, username: str | None = No
     otherwise a store session, with the client's fast paths (:mod:`.transport`, :data:`.options.OPTIONS`)."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import ExponentialReconnectionPolicy, RoundRobinPolicy
+    from cassandra.policies import (
+        DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, RoundRobinPolicy, TokenAwarePolicy,
+    )
 
     from .options import opts
     from .retry import ride_through_retry_policy
@@ -59,7 +61,11 @@ def build_cluster(contact_points, port: int = 9042, *, username: str | None = No
                   # back-off (1 s doubling to 10 min) kept the session away for up to a minute
                   reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.2, max_delay=5.0))
     if admin:
-        return Cluster(list(contact_points), protocol_version=opts().protocol_version, **common)
+        # the driver's default policy, named: without one, a Cluster given contact points logs a
+        # warning at every start (and its next major version refuses it)
+        return Cluster(list(contact_points), protocol_version=opts().protocol_version,
+                       execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                           load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))}, **common)
     from .transport import connection_class
 
     return cluster_class()(
