@@ -140,3 +140,34 @@ def test_a_login_the_node_cannot_check_rides_through_until_system_auth_answers(a
         restore()
         admin.execute(f"DROP ROLE IF EXISTS {role}")
         admin.cluster.shutdown()
+
+
+def test_a_probe_expecting_refused_logins_does_not_log_the_drivers_tracebacks(auth_node, caplog):
+    """A secure node's setup tries logins it expects refused (node_security.ensure_superuser):
+    the driver's warning and error with traceback for each are dropped on the probing thread."""
+    import logging
+
+    from cassandra.cluster import NoHostAvailable
+
+    from asgard.resources.cassandra.node_security import refusals_unlogged
+    from asgard.resources.stores.cql import build_cluster
+
+    def refused_login() -> NoHostAvailable:
+        cluster = build_cluster(["127.0.0.7"], username="cassandra", password="wrong", admin=True)
+        try:
+            with pytest.raises(NoHostAvailable) as caught:
+                cluster.connect()
+            return caught.value
+        finally:
+            cluster.shutdown()
+
+    caplog.set_level(logging.WARNING, logger="cassandra.cluster")
+    refused_login()
+    assert [r for r in caplog.records if r.name == "cassandra.cluster" and r.exc_info], caplog.text  # as the driver logs
+    caplog.clear()
+    with refusals_unlogged():
+        error = refused_login()
+    assert "Bad credentials" in str(error)  # what the probe raises still says why
+    assert not [r for r in caplog.records if r.name == "cassandra.cluster"], caplog.text
+    refused_login()
+    assert [r for r in caplog.records if r.name == "cassandra.cluster"], "the filter outlived its block"
