@@ -76,13 +76,16 @@ def _checked(value: Any, allowed: list[str]) -> str:
     return value
 
 
-def check_placement_serves(task: Any, placement: str, source: str) -> None:
-    """Raise :class:`XComPlacementCannotServeError` where ``placement`` (from ``source``) is
-    ``producer-local`` and a task downstream of ``task`` may run on another host."""
+def check_placement_serves(task: Any, own: TaskSettings, setting: str) -> None:
+    """Raise :class:`XComPlacementCannotServeError` where the task's placement (its ``own``, else
+    the ``[asgard]`` ``setting``) is ``producer-local`` and a task downstream of it may run on
+    another host."""
+    placement = own.placement or setting
     if placement != PRODUCER_LOCAL:
         return
     same, why = readers_on_this_host(task)
     if same is False:
+        source = own.reason("placement") if own.placement else f"[asgard] placement = {setting}"
         raise XComPlacementCannotServeError(
             task, source, why, "Give the task and every task downstream of it the same queue, one host's "
             f"(queue=...), or set the placement to '{AUTO_PLACEMENT}' or 'ring'")
@@ -99,11 +102,7 @@ def check_dag_settings(dag: Any, placement: str | None = None) -> None:
 
         placement = (conf.get(SECTION, "placement", fallback="") or "").strip() or STORAGE["placement"].default
     for task in dag.tasks:
-        own = task_settings(task)
-        if own.placement is not None:
-            check_placement_serves(task, own.placement, own.reason("placement"))
-        else:
-            check_placement_serves(task, placement, f"[asgard] placement = {placement}")
+        check_placement_serves(task, task_settings(task), placement)
 
 
 def dag_policy(dag: Any) -> None:

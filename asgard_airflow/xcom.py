@@ -284,8 +284,7 @@ def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
     task = running_task(where["dag_id"], where["task_id"])
     own = task_settings(task)  # the task's params["asgard"]: checked, and they win
     if task is not None:
-        check_placement_serves(task, own.placement or store.placement, own.reason("placement") if own.placement
-                               else f"[asgard] placement = {store.placement}")
+        check_placement_serves(task, own, store.placement)
     placement = placement_for(store.placement, task, store.measured_read_mib_s,  # auto: its readers, the executor,
                               own.placement, own.reason("placement"))        # the store's reads
     readers = readers_of(task, where["key"])  # what a per-value codec choice weighs
