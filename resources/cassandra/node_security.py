@@ -28,8 +28,7 @@ def refusals_unlogged():
     expects refusals (a node still setting up its superuser) drops the driver's records made on its
     own thread for the block. What the probe finally raises carries the driver's error."""
     me = threading.get_ident()
-    quiet = logging.Filter()
-    quiet.filter = lambda record: record.thread != me
+    quiet = lambda record: record.thread != me  # noqa: E731 -- logging takes a callable as a filter
     logger = logging.getLogger("cassandra.cluster")
     logger.addFilter(quiet)
     try:
