@@ -461,7 +461,8 @@ def hosts_up(count, heap, code_paths, worker_concurrency, airflow_dags):
         click.echo(f"{name} ready in {seconds:.1f}s")
     _print_status(deployment.status(), False)
     click.echo("for a run coordinator here: eval \"$(asgard hosts env)\"; the job's executor: celery_executor "
-               "with broker {env: ASGARD_CELERY_BROKER} and backend {env: ASGARD_CELERY_BACKEND}")
+               "with broker {env: ASGARD_CELERY_BROKER} and backend {env: ASGARD_CELERY_BACKEND} (or "
+               "asgard_dagster.step_routing's host_routed_celery_executor, host_queues: $ASGARD_CELERY_HOST_QUEUES)")
 
 
 @hosts.command("down")

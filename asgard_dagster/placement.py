@@ -13,6 +13,8 @@ say every step reading it runs on the producer's host:
   project's workers take their host's queue and the shared one: a named queue is one host's);
   where all are on the shared queue, a reader lands on the producer's host about 1 time in the
   ring's hosts, and the copy is kept as a cache where those readers are still enough;
+* the host-routed celery executor (:mod:`.step_routing`) like dagster-celery's, and besides where
+  its one reader follows the producer to the host that ran it (:func:`.step_routing.followed_producers`);
 * any other executor: where its steps run is not known here, so the ring.
 
 An output's own ``Out(metadata={"asgard/placement": "ring" | "producer-local" | "auto"})``
@@ -40,6 +42,9 @@ PLACEMENT_METADATA_KEY = "asgard/placement"
 ONE_HOST_EXECUTORS = ("in_process", "multiprocess", "multi_or_in_process")
 #: dagster-celery's executor, its op tag naming a step's queue, and the queue of an untagged step
 CELERY_EXECUTOR, CELERY_QUEUE_TAG, CELERY_DEFAULT_QUEUE = "celery", "dagster-celery/queue", "dagster"
+#: asgard_dagster.step_routing's: dagster-celery's, with a 1:1 edge's reader sent to its producer's host
+ROUTED_CELERY_EXECUTOR = "celery_host_routed"
+CELERY_KINDS = (CELERY_EXECUTOR, ROUTED_CELERY_EXECUTOR)
 
 
 @functools.cache
@@ -51,7 +56,10 @@ def _executor_makers() -> dict[str, Any]:
     try:
         from dagster_celery import celery_executor
 
+        from .step_routing import host_routed_celery_executor
+
         makers[CELERY_EXECUTOR] = celery_executor.executor_creation_fn
+        makers[ROUTED_CELERY_EXECUTOR] = host_routed_celery_executor.executor_creation_fn
     except ModuleNotFoundError:  # no dagster-celery here: no job runs on it either
         pass
     return makers
@@ -123,8 +131,11 @@ def readers_on_producer_host(job: JobDefinition, producer: str, output: str,
     executor = executor_kind(job)
     if executor in ONE_HOST_EXECUTORS:
         return True, f"the {executor} executor runs its {len(readers)} reader(s) on the producer's host"
-    if executor != CELERY_EXECUTOR:
+    if executor not in CELERY_KINDS:
         return False, f"the {executor} executor: where its steps run is not known here"
+    follower = _follower(job, producer) if executor == ROUTED_CELERY_EXECUTOR else None
+    if follower is not None and readers == [follower]:
+        return True, f"the host-routed celery executor sends its reader {follower} to the host that ran {producer}"
     mine = _queue(job, producer, run_tags)
     elsewhere = {r: q for r in readers if (q := _queue(job, r, run_tags)) != mine}
     if mine == CELERY_DEFAULT_QUEUE:
@@ -135,6 +146,15 @@ def readers_on_producer_host(job: JobDefinition, producer: str, output: str,
                        + ", ".join(f"{r} to '{q}'" for r, q in sorted(elsewhere.items())))
     return True, (f"the celery executor routes {producer} and its {len(readers)} reader(s) to queue '{mine}', "
                   "one host's")
+
+
+def _follower(job: JobDefinition, producer: str) -> str | None:
+    """The op the host-routed executor sends to ``producer``'s host, if any."""
+    if "follows" not in _analysis(job):
+        from .step_routing import followed_producers
+
+        _analysis(job)["follows"] = followed_producers(job)
+    return next((r for r, p in _analysis(job)["follows"].items() if p == producer), None)
 
 
 _analyses: dict[int, dict] = {}
@@ -174,7 +194,7 @@ def check_job_placements(job: JobDefinition, run_tags: dict | None = None, io_ma
 def readers_on_any_host(job: JobDefinition, producer: str, output: str, run_tags: dict | None = None) -> bool:
     """Whether dagster-celery's executor may run ``producer`` and each of its readers on any
     worker's host (all on the shared queue): a reader then shares the producer's host by chance."""
-    if executor_kind(job) != CELERY_EXECUTOR:
+    if executor_kind(job) not in CELERY_KINDS:
         return False
     paths = [producer, *_analysis(job)["readers"].get((producer, output), [])]
     return all(_queue(job, p, run_tags) == CELERY_DEFAULT_QUEUE for p in paths)

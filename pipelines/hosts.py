@@ -47,12 +47,16 @@ def ring_contacts() -> list[str]:
 
 
 def celery_executor() -> dg.ExecutorDefinition:
-    """dagster-celery's executor on the deployment's broker: an untagged step goes to the shared
-    queue, which every host's worker takes."""
-    from dagster_celery import celery_executor as executor
+    """dagster-celery's executor on the deployment's broker, host-routed
+    (:mod:`asgard_dagster.step_routing`): a step that alone reads its producer's output goes to the
+    queue of the host that ran the producer; any other untagged step to the shared queue, which
+    every host's worker takes."""
+    from asgard_dagster.step_routing import host_routed_celery_executor
 
-    return executor.configured({"broker": {"env": "ASGARD_CELERY_BROKER"},
-                                "backend": {"env": "ASGARD_CELERY_BACKEND"}}, name="celery_hosts")
+    queues = [q for q in _env("ASGARD_CELERY_HOST_QUEUES").split(",") if q]
+    return host_routed_celery_executor.configured(
+        {"broker": {"env": "ASGARD_CELERY_BROKER"}, "backend": {"env": "ASGARD_CELERY_BACKEND"},
+         "host_queues": queues}, name="celery_hosts")
 
 
 def hosts_io_manager(backend: str):

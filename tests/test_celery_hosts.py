@@ -210,6 +210,44 @@ def test_one_runs_steps_execute_on_the_hosts_and_read_each_others_outputs(deploy
         store.get(ObjectKey(f"run/{run_id}", path))
 
 
+def test_a_step_reading_its_producer_alone_follows_it_to_its_host_and_reads_its_copy(deployment, dagster_instance):
+    """The hosts' executor (asgard_dagster.step_routing): the ETL's partitions spread over the hosts
+    from the shared queue; each partition's join follows its filter, and its aggregate its join, to
+    the host that ran it, and reads the output from the copy kept there (placement auto); the
+    run's result is the one computed here."""
+    import dagster as dg
+
+    from asgard.pipelines.etl_columnar import expected_result
+    from asgard.pipelines.jobs import run_app
+    from asgard_bench.day import step_workers
+
+    run = run_app("etl_columnar", "cassandra", fanout=6, scale=0.1, instance=dagster_instance, network="hosts3",
+                  io_manager_config={"placement": "auto"})
+    assert run.success and run.result == pytest.approx(expected_result(0.1, 6)), run.result
+    workers = step_workers(dagster_instance, run.run_id)
+    parts = [f"p{n:03d}" for n in range(6)]
+    for part in parts:
+        assert workers[f"join_customers[{part}]"] == workers[f"filter_orders[{part}]"], workers
+        assert workers[f"aggregate[{part}]"] == workers[f"join_customers[{part}]"], workers
+    # the partitions themselves went wherever a worker was free: more than one host took them
+    assert len({workers[f"filter_orders[{p}]"] for p in parts}) > 1, workers
+    # what the IO manager chose for each output (its handled-output metadata; no placement: the ring's)
+    outputs = {e.step_key: {k: getattr(v, "value", v) for k, v in e.dagster_event.event_specific_data.metadata.items()}
+               for e in dagster_instance.all_logs(run.run_id, of_type=dg.DagsterEventType.HANDLED_OUTPUT)}
+    loads = {(e.step_key, e.dagster_event.event_specific_data.input_name):
+             {k: getattr(v, "value", v) for k, v in e.dagster_event.event_specific_data.metadata.items()}
+             for e in dagster_instance.all_logs(run.run_id, of_type=dg.DagsterEventType.LOADED_INPUT)}
+    for part in parts:
+        for producer, reader, input_name in ((f"filter_orders[{part}]", f"join_customers[{part}]", "orders"),
+                                             (f"join_customers[{part}]", f"aggregate[{part}]", "joined")):
+            out = outputs[producer]
+            assert out.get("placement") == "producer-local", (producer, out)
+            assert "host-routed celery executor sends its reader" in out["placement_reason"], (producer, out)
+            assert loads[(reader, input_name)]["read_from"] == "local copy", (reader, loads[(reader, input_name)])
+    # a step that follows nothing kept its queue: the fan-in ran wherever a worker was free
+    assert workers["merge_aggregates"] in {f"dagster@{h.name}" for h in deployment.hosts.hosts}
+
+
 def test_workers_stop_and_start_through_the_cli_and_a_run_goes_on(deployment, dagster_instance):
     said = _asgard("workers", "down")
     assert all(not w.is_running() for w in deployment.workers()), said
@@ -252,15 +290,17 @@ def test_a_day_of_concurrent_runs_across_the_hosts_four_ways(deployment, tmp_pat
     static_etl = [r for d in setting["days"] if d["variant"] == "best_static" for r in d["runs"]
                   if r["app"] == "etl_columnar"][0]["edges"]
     assert static_etl["filter_orders.result"]["replicas"] == ({1: 6} if kept_one else {"store": 6}), static_etl
-    # the loop's per-edge placement on a shared queue: the broadcast (customers, read by every
-    # partition's join) keeps a copy on its producer's host for the readers that land there; the
-    # scattered partitions, each read once, stay in the ring alone
+    # the loop's per-edge placement: the broadcast (customers, read by every partition's join, on
+    # the shared queue) keeps a copy on its producer's host for the readers that land there
     loop_etl = [r for d in result["settings"]["hosts3"]["days"] if d["variant"] == "loop" for r in d["runs"]
                 if r["app"] == "etl_columnar"][0]["edges"]
     assert loop_etl["generate.customers"]["placement"] == {"producer-local": 1}, loop_etl["generate.customers"]
     assert any("1 in 3" in r and "a copy here serves them" in r for r in loop_etl["generate.customers"]["reasons"])
-    assert loop_etl["filter_orders.result"]["placement"] == {"ring": 6}, loop_etl["filter_orders.result"]
-    assert any("1 in 3" in r for r in loop_etl["filter_orders.result"]["reasons"])
+    # each partition's filter and join output, read by the one step the hosts' executor sends to its
+    # producer's host, keeps its copy there
+    for output in ("filter_orders.result", "join_customers.result"):
+        assert loop_etl[output]["placement"] == {"producer-local": 6}, loop_etl[output]
+        assert any("host-routed celery executor sends its reader" in r for r in loop_etl[output]["reasons"])
     # the environment the day set for its runs is put back (the module's, from the fixture)
     assert os.environ["ASGARD_RING_CONTACTS"] == deployment.client_environment()["ASGARD_RING_CONTACTS"]
     # each run's outputs were purged from the ring after it (ephemeral data)

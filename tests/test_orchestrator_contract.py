@@ -32,6 +32,11 @@ NAMES = [
     ("airflow.sdk.execution_time.task_runner", "SUPERVISOR_COMMS", "asgard_airflow/upcoming.py"),
     ("airflow.sdk.definitions._internal.expandinput", "DictOfListsExpandInput", "asgard_airflow/xcom.py"),
     ("airflow.sdk.definitions._internal.expandinput", "ListOfDictsExpandInput", "asgard_airflow/xcom.py"),
+    ("dagster._core.execution.retries", "RetryMode", "asgard_dagster/step_routing.py"),
+    ("dagster_celery.executor", "_submit_task", "asgard_dagster/step_routing.py"),
+    ("dagster_celery.executor", "CELERY_CONFIG", "asgard_dagster/step_routing.py"),
+    ("dagster_celery.executor", "CeleryExecutor", "asgard_dagster/step_routing.py"),
+    ("dagster_celery.core_execution_loop", "core_celery_execution_loop", "asgard_dagster/step_routing.py"),
 ]
 
 
@@ -65,16 +70,41 @@ def test_basexcom_set_still_tells_the_backend_the_mapped_length():
             what=f"BaseXCom.{method.__name__}(_mapped_length=...)", where="asgard_airflow/xcom.py", lib="airflow")
 
 
+def test_dagster_celerys_loop_still_sends_each_step_through_the_function_it_is_given():
+    """The host-routed executor passes its own ``step_execution_fn`` (the queue swapped, then
+    ``_submit_task``) and learns where a step ran from the worker's ``Celery worker`` metadata."""
+    from dagster_celery import core_execution_loop, tasks
+    from dagster_celery.executor import CeleryExecutor, _submit_task
+
+    from asgard_dagster.step_routing import WORKER_METADATA_KEY
+
+    where = "asgard_dagster/step_routing.py"
+    assert list(inspect.signature(_submit_task).parameters) == ["app", "plan_context", "step", "queue", "priority",
+                                                                "known_state"], RECHECK.format(
+        what="dagster_celery.executor._submit_task's parameters", where=where, lib="dagster_celery")
+    assert "step_execution_fn" in inspect.signature(core_execution_loop.core_celery_execution_loop).parameters
+    loop = inspect.getsource(core_execution_loop.core_celery_execution_loop)
+    assert "step_execution_fn(" in loop and "active_execution.get_steps_to_execute()" in loop, RECHECK.format(
+        what="core_celery_execution_loop's call of step_execution_fn", where=where, lib="dagster_celery")
+    assert f'"{WORKER_METADATA_KEY}": self.request.hostname' in inspect.getsource(tasks), RECHECK.format(
+        what=f"the worker's engine event metadata {WORKER_METADATA_KEY!r}", where=where, lib="dagster_celery")
+    assert set(inspect.signature(CeleryExecutor.__init__).parameters) >= {"retries", "broker", "backend", "include",
+                                                                          "config_source"}
+
+
 def _private_imports() -> set[tuple[str, str, str]]:
-    """``from <lib>...._x... import name`` in the adapters' sources, for lib dagster or airflow."""
+    """``from <lib>...._x... import name`` in the adapters' sources, for lib dagster or airflow, and
+    ``from <plug-in> import _name`` of their plug-ins."""
     found = set()
     for package in ("asgard_dagster", "asgard_airflow"):
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     parts = node.module.split(".")
-                    if parts[0] in ("dagster", "airflow") and any(p.startswith("_") for p in parts[1:]):
-                        for alias in node.names:
+                    private_module = parts[0] in ("dagster", "airflow") and any(p.startswith("_") for p in parts[1:])
+                    for alias in node.names:
+                        # a plug-in's private name (dagster_celery's _submit_task) is the same contract
+                        if private_module or (parts[0].startswith(("dagster", "airflow")) and alias.name.startswith("_")):
                             found.add((node.module, alias.name, str(path.relative_to(ROOT))))
     return found
 

@@ -47,7 +47,7 @@ DEFAULT_AIRFLOW_DAGS = Path(__file__).resolve().parents[2] / "pipelines" / "airf
 AIRFLOW_BROKER_DB, AIRFLOW_BACKEND_DB = 2, 3
 #: what a job's resources and the executor's config read (asgard.pipelines.ring_check's names)
 CLIENT_VARIABLES = ("ASGARD_RING_CONTACTS", "ASGARD_RING_CA", "ASGARD_RING_USER", "ASGARD_RING_PASSWORD",
-                    "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND", "ASGARD_HOSTS_S3_ENDPOINT",
+                    "ASGARD_CELERY_BROKER", "ASGARD_CELERY_BACKEND", "ASGARD_CELERY_HOST_QUEUES", "ASGARD_HOSTS_S3_ENDPOINT",
                     "ASGARD_HOSTS_S3_ACCESS_KEY", "ASGARD_HOSTS_S3_SECRET_KEY")
 
 
@@ -231,7 +231,10 @@ class EmulatedDeployment:
         (``celery_executor`` config ``{"broker": {"env": "ASGARD_CELERY_BROKER"}, ...}``)."""
         s3 = self.object_store()
         return {**self.ring_environment(), "ASGARD_CELERY_BROKER": self.broker_url,
-                "ASGARD_CELERY_BACKEND": self.result_backend, "ASGARD_HOSTS_S3_ENDPOINT": s3.endpoint,
+                "ASGARD_CELERY_BACKEND": self.result_backend,
+                # each host's worker takes the queue of its host's name (a step routed to that host)
+                "ASGARD_CELERY_HOST_QUEUES": ",".join(h.name for h in self.hosts.hosts),
+                "ASGARD_HOSTS_S3_ENDPOINT": s3.endpoint,
                 "ASGARD_HOSTS_S3_ACCESS_KEY": s3.access_key, "ASGARD_HOSTS_S3_SECRET_KEY": s3.secret_key}
 
     @contextlib.contextmanager

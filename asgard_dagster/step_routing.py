@@ -1,0 +1,167 @@
+"""dagster-celery's executor, sending a step that alone reads its producer's output to the host
+that ran the producer (issue 37, item 3: "routing the consumer to the producer's host through the
+executor's queues").
+
+Stock dagster-celery sends an untagged step to the shared queue, which every host's worker takes:
+the reader of a 1:1 edge lands on its producer's host about one time in the hosts, and reads the
+output from the ring. :func:`host_routed_celery_executor` watches which worker ran each step (the
+``Celery worker`` of the worker's own engine event) and sends a step that follows a producer
+(:func:`followed_producers`: it reads the producer's output, and nothing else reads any output
+of that producer) to that worker's host queue. Every other step keeps its queue (its tag's, or
+the shared one), so a free worker still takes it. With the IO manager's ``placement="auto"`` the
+producer's output is then also kept as a copy on its host and read there; the ring stays the
+source of truth, so a retry or a re-execution elsewhere still finds it.
+
+A worker's host queue is the part of its node name after ``@`` (``celery worker -n
+dagster@<queue> -Q <queue>,dagster``, as ``asgard hosts up`` starts them); the executor routes
+only to the queues its ``host_queues`` config names.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from dagster import Array, Field, JobDefinition, executor, multiple_process_executor_requirements
+from dagster_celery.executor import CELERY_CONFIG
+
+#: the op tag naming a step's celery queue (dagster_celery.tags.DAGSTER_CELERY_QUEUE_TAG)
+CELERY_QUEUE_TAG = "dagster-celery/queue"
+#: the metadata key of dagster-celery's worker engine event naming the worker (dagster_celery/tasks.py)
+WORKER_METADATA_KEY = "Celery worker"
+
+
+class HostQueuesError(ValueError):
+    """The host-routed executor was configured without the queues it may route to.
+
+    Attributes:
+        host_queues: what was given.
+    """
+
+    def __init__(self, host_queues: Any):
+        self.host_queues = host_queues
+        super().__init__(f"host_queues {host_queues!r}: name at least one host queue (the queue each host's worker "
+                         "takes besides the shared one, the part of its node name after '@'), or use dagster-celery's "
+                         "celery_executor, which routes nothing")
+
+
+def _is_mapped(job: JobDefinition, path: str) -> tuple[bool, Any]:
+    """Whether the op at ``path`` runs once per mapping key, and the dynamic output it maps over
+    (its top-level node's, where a mapped nested graph's ops inherit it)."""
+    structure, top = job.graph.dependency_structure, path.split(".", 1)[0]
+    if not structure.is_dynamic_mapped(top):
+        return False, None
+    return True, structure.get_upstream_dynamic_output_for_node(top)
+
+
+def followed_producers(job: JobDefinition) -> dict[str, str]:
+    """``{reader op path: producer op path}`` for each edge the executor routes: an untagged reader
+    of a producer whose outputs no other op reads, over a plain edge (not a scatter of a dynamic
+    output, not a collect, not one input of many), in the same mapping (one reader step per producer
+    step); a reader that would follow more than one producer follows none."""
+    from .placement import _analysis
+    from .topology import _dependencies
+
+    leaves = _analysis(job)["leaves"]
+    readers_of: dict[str, set[str]] = {}
+    plain: set[tuple[str, str]] = set()
+    for consumer, input_name, dep in _dependencies(job.graph):
+        node = leaves.get(consumer)
+        if node is None or node.definition.input_def_named(input_name).dagster_type.is_nothing:
+            continue
+        kind = type(dep).__name__
+        if kind == "DependencyDefinition":
+            sources = [dep.node]
+            if not leaves[dep.node].definition.output_def_named(dep.output).is_dynamic:
+                plain.add((dep.node, consumer))
+        elif kind == "DynamicCollectDependencyDefinition":
+            sources = [dep.node_name]
+        elif kind == "MultiDependencyDefinition":
+            sources = [d.node for d in dep.get_node_dependencies()]
+        else:
+            sources = []
+        for source in sources:
+            readers_of.setdefault(source, set()).add(consumer)
+    follows: dict[str, list[str]] = {}
+    for producer, readers in readers_of.items():
+        if len(readers) != 1:
+            continue
+        reader = next(iter(readers))
+        if (producer, reader) in plain and _is_mapped(job, producer) == _is_mapped(job, reader) \
+                and CELERY_QUEUE_TAG not in leaves[reader].tags:
+            follows.setdefault(reader, []).append(producer)
+    return {reader: producers[0] for reader, producers in follows.items() if len(producers) == 1}
+
+
+@functools.cache
+def _celery_executor_class():
+    """dagster-celery's CeleryExecutor with :meth:`execute` routing followers (made once a process)."""
+    from dagster_celery.core_execution_loop import core_celery_execution_loop
+    from dagster_celery.executor import CeleryExecutor, _submit_task
+
+    class HostRoutedCeleryExecutor(CeleryExecutor):
+        def __init__(self, host_queues: list[str], **kwargs):
+            super().__init__(**kwargs)
+            self.host_queues = list(host_queues)
+
+        def execute(self, plan_context, execution_plan):
+            follows = followed_producers(plan_context.job.get_definition())
+            router = StepRouter(follows, self.host_queues)
+
+            def submit(app, context, step, queue, priority, known_state):
+                routed, why = router.queue_for(step.key, ".".join(step.node_handle.path),
+                                               step.get_execution_dependency_keys(), queue)
+                if routed != queue:
+                    context.log.debug(f'asgard: step "{step.key}" to queue "{routed}" ({why})')
+                return _submit_task(app, context, step, routed, priority, known_state)
+
+            for event in core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=submit):
+                if event.is_engine_event and event.step_key:
+                    worker = (event.event_specific_data.metadata or {}).get(WORKER_METADATA_KEY)
+                    if worker is not None:
+                        router.ran(event.step_key, getattr(worker, "value", worker))
+                yield event
+
+    return HostRoutedCeleryExecutor
+
+
+class StepRouter:
+    """Which queue each step goes to: a follower to the host queue of the worker that ran its
+    producer's step, where that is one of ``host_queues``; any other step to the queue it had."""
+
+    def __init__(self, follows: dict[str, str], host_queues: list[str]):
+        self.follows, self.host_queues = follows, set(host_queues)
+        self.hosts: dict[str, str] = {}  # step key -> the host queue of the worker that ran it
+
+    def ran(self, step_key: str, worker: str) -> None:
+        host = worker.rpartition("@")[2]
+        if host in self.host_queues:
+            self.hosts[step_key] = host
+
+    def queue_for(self, step_key: str, op_path: str, upstream_keys, queue: str) -> tuple[str, str]:
+        producer = self.follows.get(op_path)
+        if producer is None:
+            return queue, "no producer to follow"
+        keys = [k for k in upstream_keys if k.split("[", 1)[0] == producer]
+        if len(keys) != 1 or keys[0] not in self.hosts:
+            return queue, f"where {producer} ran is not known"
+        return self.hosts[keys[0]], f"follows {keys[0]}, which ran there"
+
+
+@executor(name="celery_host_routed", requirements=multiple_process_executor_requirements(),
+          config_schema={**CELERY_CONFIG,
+                         "host_queues": Field(Array(str), description=(
+                             "The host queues steps may be routed to: each host's worker takes its own (the part "
+                             "of its node name after '@') and the shared one."))})
+def host_routed_celery_executor(init_context):
+    """dagster-celery's executor whose steps that alone read a producer's output run on the host
+    that ran the producer (:func:`followed_producers`); config as ``celery_executor``'s, and
+    ``host_queues``."""
+    from dagster._core.execution.retries import RetryMode
+
+    config = init_context.executor_config
+    if not config.get("host_queues"):
+        raise HostQueuesError(config.get("host_queues"))
+    return _celery_executor_class()(
+        host_queues=config["host_queues"], broker=config.get("broker"), backend=config.get("backend"),
+        config_source=config.get("config_source"), include=config.get("include"),
+        retries=RetryMode.from_config(config["retries"]))
