@@ -9,6 +9,8 @@ the executor: a value whose downstream tasks all run on this host gets a produce
 * the CeleryExecutor only where the task and every downstream task name the same ``queue`` other
   than ``[operators] default_queue`` (the project's workers take their host's queue and the shared
   one: a named queue is one host's);
+* the CeleryExecutor with ``[asgard] host_queues`` also where the one downstream task follows this one
+  to its host (:mod:`asgard_airflow.task_routing`);
 * any other executor: where its tasks run is not known here, so the ring.
 
 A task's own ``params={"asgard": {"placement": ...}}`` wins (:mod:`asgard_airflow.task_settings`).
@@ -70,6 +72,11 @@ def readers_on_this_host(task: Any) -> tuple[bool | None, str]:
         return False, f"the {executor}: where its tasks run is not known here"
     from airflow.sdk.configuration import conf
 
+    from .task_routing import follower_of
+
+    follower = follower_of(task)
+    if follower is not None:
+        return True, f"[asgard] host_queues routes each instance of {follower} to the host that ran its upstream"
     shared = conf.get("operators", "default_queue", fallback="default")
     mine = getattr(task, "queue", None) or shared
     if mine == shared:

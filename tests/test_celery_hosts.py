@@ -335,6 +335,34 @@ def test_a_day_on_airflow_across_the_hosts_four_ways(deployment, tmp_path):
     assert 0 < hosts3["store_share_pct"] < 100
     (probe,) = result["settings"]["hosts3"]["search"]["trials"]  # the day's mix, as a round runs it
     assert sorted(probe["apps"]) == ["etl_columnar", "word_count"] and probe["e2e_s"] > 0, probe
+    # the deployment's cluster policy (asgard_airflow.task_routing) sent each join_customers and
+    # aggregate instance to the host that ran the filter_orders / join_customers instance it reads,
+    # in every variant; in the loop's runs ([asgard] placement = auto) the routed values kept a copy
+    import json
+    import sqlite3
+
+    queue_of = {h.address: h.name for h in deployment.hosts.hosts}
+    db = sqlite3.connect(deployment.state_dir() / "airflow" / "airflow.db")
+    try:
+        for d in days:
+            for r in d["runs"]:
+                if r["app"] != "etl_columnar":
+                    continue
+                tis = {(t, i): (h, q) for t, i, h, q in db.execute(
+                    "SELECT task_id, map_index, hostname, queue FROM task_instance WHERE run_id = ? AND dag_id = ?",
+                    (r["run_id"], "asgard_etl_columnar"))}
+                for (task_id, index), (host, queue) in tis.items():
+                    upstream = {"join_customers": "filter_orders", "aggregate": "join_customers"}.get(task_id)
+                    if upstream:
+                        assert host == tis[(upstream, index)][0] and queue == queue_of[host], (d["variant"], tis)
+                if d["variant"] == "loop":
+                    refs = [json.loads(v) for t, v in db.execute(
+                        "SELECT task_id, value FROM xcom WHERE run_id = ? AND task_id = 'filter_orders'", (r["run_id"],))]
+                    assert refs and all(ref.get("placement") == "producer-local" for ref in refs), refs
+                    assert all("host_queues routes each instance of join_customers" in ref["placement_reason"]
+                               for ref in refs), refs
+    finally:
+        db.close()
     # the workers are back on the deployment's own settings
     from asgard.resources.workers.deployment import EmulatedDeployment
 

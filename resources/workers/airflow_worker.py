@@ -32,6 +32,9 @@ from ..paths import run_dir
 from ..process import ManagedServer, ServerError
 from .celery_worker import CeleryWorker
 
+#: the deployment's airflow_local_settings.py (asgard_airflow.task_routing, on [asgard] host_queues)
+ROUTING_POLICY = "from asgard_airflow.task_routing import task_instance_mutation_hook  # noqa: F401\n"
+
 API_PORT = 8080
 #: the queue every worker takes besides its host's (Airflow's ``[operators] default_queue``)
 DEFAULT_QUEUE = "default"
@@ -79,6 +82,11 @@ class AirflowApiServer(ManagedServer):
 
     def prepare(self) -> None:
         self.airflow_home.mkdir(parents=True, exist_ok=True)
+        # the cluster policy of every Airflow command on this AIRFLOW_HOME (a coordinator's scheduler):
+        # a mapped task's instance to the host that ran the upstream instance it reads
+        policy = self.airflow_home / "config" / "airflow_local_settings.py"
+        policy.parent.mkdir(parents=True, exist_ok=True)
+        policy.write_text(ROUTING_POLICY)
         out = subprocess.run([AIRFLOW, "db", "migrate"], env=self.environment(), capture_output=True, text=True,
                              timeout=600)
         if out.returncode != 0:

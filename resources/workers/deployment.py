@@ -188,6 +188,8 @@ class EmulatedDeployment:
             "AIRFLOW__ASGARD__USERNAME": ring["ASGARD_RING_USER"],
             "AIRFLOW__ASGARD__PASSWORD": ring["ASGARD_RING_PASSWORD"],
             "AIRFLOW__ASGARD__RIDE_THROUGH_SECONDS": "120",
+            # each host's queue by the hostname its tasks record (asgard_airflow.task_routing)
+            "AIRFLOW__ASGARD__HOST_QUEUES": ",".join(f"{h.address}={h.name}" for h in self.hosts.hosts),
         }
 
     def airflow_coordinator_environment(self) -> dict[str, str]:
