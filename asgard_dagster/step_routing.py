@@ -58,10 +58,9 @@ def followed_producers(job: JobDefinition) -> dict[str, str]:
     of a producer whose outputs no other op reads, over a plain edge (not a scatter of a dynamic
     output, not a collect, not one input of many), in the same mapping (one reader step per producer
     step); a reader that would follow more than one producer follows none."""
-    from .placement import _analysis
-    from .topology import _dependencies
+    from .topology import _dependencies, _leaf_nodes
 
-    leaves = _analysis(job)["leaves"]
+    leaves = _leaf_nodes(job.graph)
     readers_of: dict[str, set[str]] = {}
     plain: set[tuple[str, str]] = set()
     for consumer, input_name, dep in _dependencies(job.graph):

@@ -213,8 +213,9 @@ def test_one_runs_steps_execute_on_the_hosts_and_read_each_others_outputs(deploy
 def test_a_step_reading_its_producer_alone_follows_it_to_its_host_and_reads_its_copy(deployment, dagster_instance):
     """The hosts' executor (asgard_dagster.step_routing): the ETL's partitions spread over the hosts
     from the shared queue; each partition's join follows its filter, and its aggregate its join, to
-    the host that ran it, and reads the output from the copy kept there (placement auto); the
-    run's result is the one computed here."""
+    the host that ran it, and reads the output from the copy kept there (placement auto, which
+    weighs the copy by the store's reads as measured: codec auto measures them); the run's result
+    is the one computed here."""
     import dagster as dg
 
     from asgard.pipelines.etl_columnar import expected_result
@@ -222,7 +223,7 @@ def test_a_step_reading_its_producer_alone_follows_it_to_its_host_and_reads_its_
     from asgard_bench.day import step_workers
 
     run = run_app("etl_columnar", "cassandra", fanout=6, scale=0.1, instance=dagster_instance, network="hosts3",
-                  io_manager_config={"placement": "auto"})
+                  io_manager_config={"placement": "auto", "codec": "auto"})
     assert run.success and run.result == pytest.approx(expected_result(0.1, 6)), run.result
     workers = step_workers(dagster_instance, run.run_id)
     parts = [f"p{n:03d}" for n in range(6)]
