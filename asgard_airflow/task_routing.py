@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SECTION = "asgard"
+from .settings import SECTION
 
 
 def host_queues() -> dict[str, str]:
