@@ -99,7 +99,7 @@ def _leaves(job: JobDefinition) -> dict:
 def _readers(job: JobDefinition) -> dict[tuple[str, str], list[str]]:
     """``{(producer op path, output): [reader op paths]}`` from the job's dependencies (an input
     of type Nothing orders its op after the producer but reads nothing)."""
-    from .topology import _dependencies
+    from .topology import _dependencies, _dependency_sources
 
     leaves = _leaves(job)
     readers: dict[tuple[str, str], list[str]] = {}
@@ -107,16 +107,7 @@ def _readers(job: JobDefinition) -> dict[tuple[str, str], list[str]]:
         node = leaves.get(consumer)
         if node is not None and node.definition.input_def_named(input_name).dagster_type.is_nothing:
             continue
-        kind = type(dep).__name__
-        if kind == "DependencyDefinition":
-            sources = [(dep.node, dep.output)]
-        elif kind == "DynamicCollectDependencyDefinition":
-            sources = [(dep.node_name, dep.output_name)]
-        elif kind == "MultiDependencyDefinition":
-            sources = [(d.node, d.output) for d in dep.get_node_dependencies()]
-        else:
-            sources = []
-        for source in sources:
+        for source in _dependency_sources(dep):
             readers.setdefault(source, []).append(consumer)
     return readers
 

@@ -58,7 +58,7 @@ def followed_producers(job: JobDefinition) -> dict[str, str]:
     of a producer whose outputs no other op reads, over a plain edge (not a scatter of a dynamic
     output, not a collect, not one input of many), in the same mapping (one reader step per producer
     step); a reader that would follow more than one producer follows none."""
-    from .topology import _dependencies, _leaf_nodes
+    from .topology import _dependencies, _dependency_sources, _leaf_nodes
 
     leaves = _leaf_nodes(job.graph)
     readers_of: dict[str, set[str]] = {}
@@ -67,19 +67,12 @@ def followed_producers(job: JobDefinition) -> dict[str, str]:
         node = leaves.get(consumer)
         if node is None or node.definition.input_def_named(input_name).dagster_type.is_nothing:
             continue
-        kind = type(dep).__name__
-        if kind == "DependencyDefinition":
-            sources = [dep.node]
-            if not leaves[dep.node].definition.output_def_named(dep.output).is_dynamic:
-                plain.add((dep.node, consumer))
-        elif kind == "DynamicCollectDependencyDefinition":
-            sources = [dep.node_name]
-        elif kind == "MultiDependencyDefinition":
-            sources = [d.node for d in dep.get_node_dependencies()]
-        else:
-            sources = []
-        for source in sources:
-            readers_of.setdefault(source, set()).add(consumer)
+        sources = _dependency_sources(dep)
+        if type(dep).__name__ == "DependencyDefinition" and \
+                not leaves[dep.node].definition.output_def_named(dep.output).is_dynamic:
+            plain.add((dep.node, consumer))
+        for producer, _ in sources:
+            readers_of.setdefault(producer, set()).add(consumer)
     follows: dict[str, list[str]] = {}
     for producer, readers in readers_of.items():
         if len(readers) != 1:

@@ -94,6 +94,18 @@ def _dependencies(graph, prefix: str = ""):
             yield from _dependencies(node.definition, f"{prefix}{node.name}.")
 
 
+def _dependency_sources(dep) -> list[tuple[str, str]]:
+    """The ``(producer op path, output)`` pairs one resolved dependency (:func:`_dependencies`) reads."""
+    kind = type(dep).__name__
+    if kind == "DependencyDefinition":
+        return [(dep.node, dep.output)]
+    if kind == "DynamicCollectDependencyDefinition":
+        return [(dep.node_name, dep.output_name)]
+    if kind == "MultiDependencyDefinition":
+        return [(d.node, d.output) for d in dep.get_node_dependencies()]
+    return []
+
+
 def _asset_inputs(job: JobDefinition, leaves: dict, fed: set[tuple[str, str]]) -> list[Stage]:
     """Inputs of an asset job's ops that load an asset this job does not produce (an upstream
     materialized by other runs): one read per upstream partition the input spans, for the
