@@ -12,6 +12,10 @@ the shared one), so a free worker still takes it. With the IO manager's ``placem
 producer's output is then also kept as a copy on its host and read there; the ring stays the
 source of truth, so a retry or a re-execution elsewhere still finds it.
 
+It also polls its steps' results every ``poll_interval_seconds`` (0.1 s; dagster-celery's loop ticks
+every second, and each hop of a run's critical path waited about 0.7 s for the tick:
+docs/results/issue37-celery-critical-path.txt).
+
 A worker's host queue is the part of its node name after ``@`` (``celery worker -n
 dagster@<queue> -Q <queue>,dagster``, as ``asgard hosts up`` starts them); the executor routes
 only to the queues its ``host_queues`` config names.
@@ -28,6 +32,8 @@ from dagster_celery.executor import CELERY_CONFIG
 CELERY_QUEUE_TAG = "dagster-celery/queue"
 #: the metadata key of dagster-celery's worker engine event naming the worker (dagster_celery/tasks.py)
 WORKER_METADATA_KEY = "Celery worker"
+#: how often the run's process polls its steps' celery results, by default (dagster-celery's loop: 1 s)
+POLL_INTERVAL_SECONDS = 0.1
 
 
 class HostQueuesError(ValueError):
@@ -42,6 +48,19 @@ class HostQueuesError(ValueError):
         super().__init__(f"host_queues {host_queues!r}: name at least one host queue (the queue each host's worker "
                          "takes besides the shared one, the part of its node name after '@'), or use dagster-celery's "
                          "celery_executor, which routes nothing")
+
+
+class PollIntervalError(ValueError):
+    """The host-routed executor was given a poll interval that is not a positive number of seconds.
+
+    Attributes:
+        poll_interval_seconds: what was given.
+    """
+
+    def __init__(self, poll_interval_seconds: Any):
+        self.poll_interval_seconds = poll_interval_seconds
+        super().__init__(f"poll_interval_seconds {poll_interval_seconds!r}: give a positive number of seconds "
+                         f"(default {POLL_INTERVAL_SECONDS}; dagster-celery polls every 1 s)")
 
 
 def _is_mapped(job: JobDefinition, path: str) -> tuple[bool, Any]:
@@ -87,13 +106,14 @@ def followed_producers(job: JobDefinition) -> dict[str, str]:
 @functools.cache
 def _celery_executor_class():
     """dagster-celery's CeleryExecutor with :meth:`execute` routing followers (made once a process)."""
-    from dagster_celery.core_execution_loop import core_celery_execution_loop
+    from dagster_celery import core_execution_loop
     from dagster_celery.executor import CeleryExecutor, _submit_task
 
     class HostRoutedCeleryExecutor(CeleryExecutor):
-        def __init__(self, host_queues: list[str], **kwargs):
+        def __init__(self, host_queues: list[str], poll_interval_seconds: float = POLL_INTERVAL_SECONDS, **kwargs):
             super().__init__(**kwargs)
             self.host_queues = list(host_queues)
+            self.poll_interval_seconds = poll_interval_seconds
 
         def execute(self, plan_context, execution_plan):
             follows = followed_producers(plan_context.job.get_definition())
@@ -106,7 +126,9 @@ def _celery_executor_class():
                     context.log.debug(f'asgard: step "{step.key}" to queue "{routed}" ({why})')
                 return _submit_task(app, context, step, routed, priority, known_state)
 
-            for event in core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=submit):
+            # the loop sleeps its module's TICK_SECONDS between polls, read afresh each tick
+            core_execution_loop.TICK_SECONDS = self.poll_interval_seconds
+            for event in core_execution_loop.core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=submit):
                 if event.is_engine_event and event.step_key:
                     worker = (event.event_specific_data.metadata or {}).get(WORKER_METADATA_KEY)
                     if worker is not None:
@@ -143,17 +165,23 @@ class StepRouter:
           config_schema={**CELERY_CONFIG,
                          "host_queues": Field(Array(str), description=(
                              "The host queues steps may be routed to: each host's worker takes its own (the part "
-                             "of its node name after '@') and the shared one."))})
+                             "of its node name after '@') and the shared one.")),
+                         "poll_interval_seconds": Field(float, default_value=POLL_INTERVAL_SECONDS, description=(
+                             "How often the run's process polls its steps' results (dagster-celery: every 1 s). "
+                             "Process-wide: runs launched in one process share the last one started."))})
 def host_routed_celery_executor(init_context):
     """dagster-celery's executor whose steps that alone read a producer's output run on the host
     that ran the producer (:func:`followed_producers`); config as ``celery_executor``'s, and
-    ``host_queues``."""
+    ``host_queues`` and ``poll_interval_seconds``."""
     from dagster._core.execution.retries import RetryMode
 
     config = init_context.executor_config
     if not config.get("host_queues"):
         raise HostQueuesError(config.get("host_queues"))
+    if not config["poll_interval_seconds"] > 0:
+        raise PollIntervalError(config["poll_interval_seconds"])
     return _celery_executor_class()(
-        host_queues=config["host_queues"], broker=config.get("broker"), backend=config.get("backend"),
+        host_queues=config["host_queues"], poll_interval_seconds=config["poll_interval_seconds"],
+        broker=config.get("broker"), backend=config.get("backend"),
         config_source=config.get("config_source"), include=config.get("include"),
         retries=RetryMode.from_config(config["retries"]))

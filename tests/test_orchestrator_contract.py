@@ -37,6 +37,7 @@ NAMES = [
     ("dagster_celery.executor", "CELERY_CONFIG", "asgard_dagster/step_routing.py"),
     ("dagster_celery.executor", "CeleryExecutor", "asgard_dagster/step_routing.py"),
     ("dagster_celery.core_execution_loop", "core_celery_execution_loop", "asgard_dagster/step_routing.py"),
+    ("dagster_celery.core_execution_loop", "TICK_SECONDS", "asgard_dagster/step_routing.py"),
 ]
 
 
@@ -88,6 +89,9 @@ def test_dagster_celerys_loop_still_sends_each_step_through_the_function_it_is_g
         what="core_celery_execution_loop's call of step_execution_fn", where=where, lib="dagster_celery")
     assert f'"{WORKER_METADATA_KEY}": self.request.hostname' in inspect.getsource(tasks), RECHECK.format(
         what=f"the worker's engine event metadata {WORKER_METADATA_KEY!r}", where=where, lib="dagster_celery")
+    # the executor's poll_interval_seconds sets the module global the loop sleeps between polls
+    assert "time.sleep(TICK_SECONDS)" in loop, RECHECK.format(
+        what="core_celery_execution_loop's sleep of TICK_SECONDS between polls", where=where, lib="dagster_celery")
     assert set(inspect.signature(CeleryExecutor.__init__).parameters) >= {"retries", "broker", "backend", "include",
                                                                           "config_source"}
 

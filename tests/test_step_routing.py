@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 
 from asgard_dagster.placement import executor_kind, readers_on_producer_host
-from asgard_dagster.step_routing import HostQueuesError, StepRouter, followed_producers, host_routed_celery_executor
+from asgard_dagster.step_routing import HostQueuesError, PollIntervalError, StepRouter, followed_producers, host_routed_celery_executor
 
 pytestmark = pytest.mark.fast
 
@@ -52,6 +52,12 @@ def after(x):
 
 @dg.job(executor_def=host_routed_celery_executor.configured({"host_queues": []}, name="no_queues"))
 def unroutable():
+    first(table())
+
+
+@dg.job(executor_def=host_routed_celery_executor.configured({"host_queues": ["h1"], "poll_interval_seconds": 0.0},
+                                                            name="never_polls"))
+def never_polls():
     first(table())
 
 
@@ -118,5 +124,14 @@ def test_the_executor_needs_its_host_queues(tmp_path):
         with pytest.raises(HostQueuesError, match="name at least one host queue") as raised:
             dg.execute_job(dg.reconstructable(unroutable), instance=instance)
         assert raised.value.host_queues == []
+        (run,) = instance.get_runs()
+        assert not instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+
+
+def test_the_executor_refuses_a_poll_interval_that_is_not_positive(tmp_path):
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path)) as instance:
+        with pytest.raises(PollIntervalError, match="give a positive number of seconds") as raised:
+            dg.execute_job(dg.reconstructable(never_polls), instance=instance)
+        assert raised.value.poll_interval_seconds == 0.0
         (run,) = instance.get_runs()
         assert not instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
