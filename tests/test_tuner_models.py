@@ -22,7 +22,8 @@ from asgard.tuner.evaluate import evaluate
 from asgard.tuner.knobs import KNOBS, Configuration
 from asgard.tuner.search import compare, load_config_file, search
 from asgard.tuner.surrogates import (
-    LightGBMSurrogate, MLPEnsemble, ModelFileError, ModelFormatError, PickledModelError, Surrogate, pick_best,
+    MODEL_FORMAT_VERSION, LightGBMSurrogate, MLPEnsemble, ModelFileError, ModelFormatError, PickledModelError,
+    Surrogate, pick_best,
 )
 from asgard.tuner.workload import Workload
 
@@ -171,10 +172,12 @@ def test_a_file_that_is_no_model_gets_a_typed_error(tmp_path):
     (tmp_path / "model.lgb.txt").write_bytes((DEFAULT_MODEL.parent / "model.lgb.txt").read_bytes())
     cases = {
         "not json": "{", "another format": json.dumps({**good, "format": "other"}),
-        "a newer version": json.dumps({**good, "format_version": 2}),
+        "a newer version": json.dumps({**good, "format_version": MODEL_FORMAT_VERSION + 1}),
         "an unknown kind": json.dumps({**good, "kind": "xgboost"}),
         "a knob this version lacks": json.dumps({**good, "knobs": [*good["knobs"], "no_such_knob"]}),
         "features that changed": json.dumps({**good, "features": good["features"][:-1]}),
+        "derived columns this version computes otherwise": json.dumps(
+            {**good, "derived_features": ["log2_object_over_client_chunk"]}),
         "weights outside its folder": json.dumps({**good, "weights": "../model.lgb.txt"}),
         "missing weights": json.dumps({**good, "weights": "absent.lgb.txt"}),
         "a missing field": json.dumps({k: v for k, v in good.items() if k != "standardization"}),
@@ -393,3 +396,40 @@ def test_the_seen_levels_holdout_never_asks_for_a_knob_level_training_lacks(ds):
         for cid, held in zip(ds.config_ids, test):
             assert sides.setdefault(cid, held) == held
         assert not alone & set(ds.config_ids[test])
+
+
+def test_the_knob_x_workload_columns_are_the_workload_and_configuration_s(ds):
+    """FeatureSpace.interactions reads the knob values and the workload back out of the vector; a
+    knob the space lacks is at its default."""
+    from asgard.tuner.dataset import FeatureSpace
+
+    w = Workload.from_dag("shuffle", 8, 1024, compressibility=0.25)
+    c = Configuration({"client_chunk_kib": 256, "chunk_length_kib": 64, "client_in_flight": 2,
+                       "client_codec": "zstd", "durable_writes": False, "concurrent_reads": 64})
+    for space in (ds.space, FeatureSpace(("durable_writes", "concurrent_reads"))):
+        got = dict(zip(space.interaction_names, space.interactions(space.matrix(w, [c]))[0]))
+        assert got["log2_object_over_client_chunk"] == pytest.approx(2.0 if "client_chunk_kib" in space.knobs else 0.0)
+        assert got["durable_writes_off*log2_kib_written_a_round"] == pytest.approx(np.log2(1024 * 4 * 8))
+        assert got["concurrent_reads*log2_object_kib"] == pytest.approx(np.log1p(64) * 10)
+        if "client_codec" in space.knobs:
+            assert got["log2_object_over_chunk_length"] == pytest.approx(4.0)
+            assert got["log2_chunks_in_flight"] == pytest.approx(1.0)  # 4 chunks, 2 in flight
+            assert got["client_codec_on*compressibility"] == pytest.approx(0.25)
+        else:  # the defaults: 1 MiB client chunks, 16 KiB table chunks, 8 in flight, no codec
+            assert got["log2_object_over_chunk_length"] == pytest.approx(6.0)
+            assert got["log2_chunks_in_flight"] == pytest.approx(0.0) and got["client_codec_on*compressibility"] == 0
+            assert "client_chunk_kib*log2_object_kib" not in got
+
+
+def test_a_lightgbm_model_saves_its_derived_columns_and_the_shipped_one_has_none(ds, tmp_path):
+    model = LightGBMSurrogate().fit(ds.X, ds.y, ds.space)
+    assert model.interactions and model.derived_features == ds.space.interaction_names
+    assert model.booster.num_feature() == len(ds.space.names) + len(ds.space.interaction_names)
+    doc = json.loads(model.save(tmp_path / "m.json").read_text())
+    assert doc["format_version"] == MODEL_FORMAT_VERSION and doc["derived_features"] == ds.space.interaction_names
+    assert doc["hyperparameters"]["interactions"] is True and doc["features"] == ds.space.names
+    plain = LightGBMSurrogate(interactions=False).fit(ds.X, ds.y, ds.space)
+    assert plain.derived_features == [] and plain.booster.num_feature() == len(ds.space.names)
+    shipped = Surrogate.load(DEFAULT_MODEL)  # format 1: saved before the derived columns
+    assert json.loads(DEFAULT_MODEL.read_text())["format_version"] == 1
+    assert not shipped.interactions and shipped.derived_features == []

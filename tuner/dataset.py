@@ -11,7 +11,7 @@ import numpy as np
 
 from .calibrate import CALIBRATED, read_rows
 from .knobs import KNOBS, Configuration
-from .workload import Workload
+from .workload import PATTERNS, Workload
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_DATASET = DATA_DIR / "calibration.jsonl"
@@ -23,6 +23,13 @@ REPLICATE_DATASET = DATA_DIR / "calibration-replicate.jsonl"
 DEFAULT_MODEL = DATA_DIR / "model.json"
 DEFAULT_RANKING = DATA_DIR / "ranking.json"
 WORKLOAD_FEATURES = Workload.FEATURES
+#: knob x workload features (:meth:`FeatureSpace.interactions`), then each of SIZE_SCALED times log2 of the object size
+INTERACTIONS = ("log2_object_over_client_chunk", "log2_object_over_chunk_length", "log2_chunks_in_flight",
+                "client_codec_on*compressibility", "compression_on*compressibility",
+                "durable_writes_off*log2_kib_written_a_round")
+#: the numeric knobs whose effect may scale with the object's size (the no-restart ones a random design varies)
+SIZE_SCALED = ("chunk_length_kib", "client_chunk_kib", "client_in_flight", "concurrent_writes", "concurrent_reads",
+               "concurrent_compactors", "compaction_throughput_mib", "key_cache_size_mib")
 
 
 def workload_of(row: dict[str, Any]) -> Workload:
@@ -48,6 +55,57 @@ class FeatureSpace:
     def matrix(self, workload: Workload, configs: Sequence[Configuration]) -> np.ndarray:
         wf = workload.features()
         return np.array([wf + c.features(self.knobs) for c in configs], dtype=np.float64)
+
+    # ---- knob x workload interactions (issue 37: the surrogate on unseen workloads) ----
+    # A tree learns an effect that depends on the ratio of two features (an object's size over a
+    # chunk size) only as a staircase over the workloads it has seen; given the ratio itself it
+    # carries to a workload it has not. Computed from the vector above (so a saved model's
+    # "features" stay the knob space's), by the LightGBM surrogate (LightGBMSurrogate(interactions=True)).
+
+    @property
+    def interaction_names(self) -> list[str]:
+        return [*INTERACTIONS, *(f"{k}*log2_object_kib" for k in SIZE_SCALED if k in self.knobs)]
+
+    def interactions(self, X: np.ndarray) -> np.ndarray:
+        """The :attr:`interaction_names` columns of the rows ``X`` (vectors of :attr:`names`). A
+        knob that is not a feature is at its default."""
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        col = {n: i for i, n in enumerate(self.names)}
+        if X.shape[1] != len(col):
+            raise ValueError(f"{X.shape[1]} features, the space has {len(col)}")
+
+        def numeric(knob: str) -> np.ndarray:  # the value, undoing Knob.encode
+            kb = KNOBS[knob]
+            if knob not in self.knobs:
+                return np.full(len(X), float(kb.default))
+            x = X[:, col[knob]]
+            return np.expm1(x) if kb.log or kb.low == 0 else x
+
+        def is_(knob: str, value: Any) -> np.ndarray:
+            if knob not in self.knobs:
+                return np.full(len(X), float(KNOBS[knob].default == value))
+            return X[:, col[f"{knob}={value}"]]
+
+        log2_kib = X[:, col["log2_object_kib"]]
+        kib = np.exp2(log2_kib)
+        fanout = np.exp2(X[:, col["log2_fanout"]])
+        pattern = {p: X[:, col[f"pattern={p}"]] for p in PATTERNS}
+        # objects a round writes (Workload's plan: shuffle's mappers are not a feature, so its default)
+        writes = (pattern["scatter"] * fanout + pattern["broadcast"] + pattern["fanin"] * fanout
+                  + pattern["shuffle"] * Workload.mappers * fanout
+                  + pattern["mixed"] * 2 * fanout * (1 - X[:, col["read_ratio"]]))
+        chunks = np.maximum(kib / numeric("client_chunk_kib"), 1.0)
+        compressibility = X[:, col["compressibility"]]
+        out = [
+            log2_kib - np.log2(numeric("client_chunk_kib")),  # the store's chunks per object
+            log2_kib - np.log2(numeric("chunk_length_kib")),  # the table's compression chunks per object
+            np.log2(np.minimum(chunks, numeric("client_in_flight"))),  # chunks one object has in flight
+            (1 - is_("client_codec", "none")) * compressibility,
+            (1 - is_("compression", "none")) * compressibility,
+            is_("durable_writes", False) * np.log2(kib * np.maximum(writes, 1.0)),  # no commit log x bytes written
+        ]
+        out += [X[:, col[k]] * log2_kib for k in SIZE_SCALED if k in self.knobs]
+        return np.column_stack(out)
 
 
 def default_datasets() -> list[Path]:

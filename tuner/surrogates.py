@@ -7,8 +7,9 @@ interface with many samplers).
   dropped, the other 14 averaged. The 20 nets train at once as one batched network.
 * :class:`LightGBMSurrogate` -- gradient-boosted trees.
 
-Both learn log(ops/s) from standardized features and predict ops/s; prediction is numpy only
-(no torch at predict time), so a surrogate call costs microseconds per configuration.
+Both learn the log of the paired ratio from standardized features (LightGBM also from the knob x
+workload columns of :meth:`FeatureSpace.interactions`) and predict the ratio; prediction is numpy
+only (no torch at predict time), so a surrogate call costs microseconds per configuration.
 :func:`pick_best` fits the candidates and keeps the one with the lower held-out error.
 
 A fitted surrogate is saved in its library's own format, never as a pickle
@@ -33,8 +34,10 @@ from .knobs import KNOBS
 
 #: ``format`` of a saved surrogate's JSON file
 MODEL_FORMAT = "asgard-tuner-surrogate"
-#: the newest ``format_version`` this code reads and the one it writes
-MODEL_FORMAT_VERSION = 1
+#: the newest ``format_version`` this code reads and the one it writes. 2: a LightGBM model may
+#: compute knob x workload columns from the features (its hyperparameter ``interactions``, the
+#: names under ``derived_features``); a version 1 file has none, and reads as it always did
+MODEL_FORMAT_VERSION = 2
 #: how to make a model in the current format (the shipped dataset; --data for one's own runs)
 REFIT = "asgard tune fit --out {out}"
 
@@ -127,8 +130,8 @@ class Surrogate(abc.ABC):
         self.sigma[self.sigma == 0] = 1.0
         y_log = np.log(np.asarray(y, dtype=np.float64))
         self.y_mu, self.y_sigma = float(y_log.mean()), float(y_log.std() or 1.0)
-        self._fit((X - self.mu) / self.sigma, (y_log - self.y_mu) / self.y_sigma)
         self.space = space or self.space
+        self._fit(self._inputs(X), (y_log - self.y_mu) / self.y_sigma)
         self.fit_seconds = time.perf_counter() - t0
         return self
 
@@ -136,8 +139,22 @@ class Surrogate(abc.ABC):
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         self.calls += 1
         self.rows_predicted += len(X)
-        z = self._predict((X - self.mu) / self.sigma)
+        z = self._predict(self._inputs(X))
         return np.exp(z * self.y_sigma + self.y_mu)
+
+    @property
+    def derived_features(self) -> list[str]:
+        """Columns the model computes from the features and appends to them (none by default)."""
+        return []
+
+    def _derive(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _inputs(self, X: np.ndarray) -> np.ndarray:
+        """What the model sees of the rows ``X``: the standardized features, then the
+        :attr:`derived_features` of the raw ones."""
+        Z = (X - self.mu) / self.sigma
+        return np.hstack([Z, self._derive(X)]) if self.derived_features else Z
 
     def save(self, path: Path | str) -> Path:
         """Save as ``path`` (a ``.json`` file) and the weights beside it in the library's own
@@ -158,6 +175,7 @@ class Surrogate(abc.ABC):
             "library": library, "library_version": version, "asgard_version": _asgard_version(),
             "weights": weights.name,
             "features": self.space.names,
+            "derived_features": self.derived_features,
             "knobs": list(self.space.knobs),
             "knob_space": {k: _knob_doc(KNOBS[k]) for k in self.space.knobs},
             "standardization": {"mu": [float(v) for v in self.mu], "sigma": [float(v) for v in self.sigma],
@@ -208,12 +226,16 @@ class Surrogate(abc.ABC):
             weights = doc["weights"]
             if not isinstance(weights, str) or Path(weights).name != weights or weights in ("", ".", ".."):
                 raise ModelFormatError(f"{path}: 'weights' must name a file beside it, got {weights!r}", path)
-            model = cls(**doc.get("hyperparameters") or {})
+            model = cls(**cls._saved_hyperparameters(doc.get("hyperparameters") or {}, version))
             model.space, model.mu, model.sigma = space, mu, sigma
             model.y_mu, model.y_sigma = float(st["y_mu"]), float(st["y_sigma"])
             model.name = doc.get("name") or model.name
             model.heldout_error_pct = None if doc.get("heldout_error_pct") is None else float(doc["heldout_error_pct"])
             model.fit_seconds = float(doc.get("fit_seconds") or 0.0)
+            if list(doc.get("derived_features") or []) != model.derived_features:
+                raise ModelFormatError(f"{path} computes columns from the features that this version computes "
+                                       f"otherwise ({doc.get('derived_features')} != {model.derived_features}): "
+                                       f"refit it with `{REFIT.format(out=path)}`", path)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFormatError(f"{path} is not a complete surrogate file: {type(exc).__name__}: {exc}", path) from None
         weights_path = path.parent / weights
@@ -242,6 +264,11 @@ class Surrogate(abc.ABC):
     @abc.abstractmethod
     def _hyperparameters(self) -> dict[str, Any]:
         """The constructor's arguments, as JSON (``cls(**them)`` on load)."""
+
+    @classmethod
+    def _saved_hyperparameters(cls, saved: dict[str, Any], format_version: int) -> dict[str, Any]:
+        """The constructor's arguments for a file of ``format_version`` that saved ``saved``."""
+        return saved
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
@@ -344,16 +371,29 @@ class MLPEnsemble(Surrogate):
 
 
 class LightGBMSurrogate(Surrogate):
+    """Gradient-boosted trees on the features and, with ``interactions``, the knob x workload
+    columns of :meth:`FeatureSpace.interactions` (issue 37: on workloads it has not seen, 7.2% error
+    against 8.2% without them, docs/results/issue37-surrogate-workload-features.txt). Four leaves a
+    tree: what an inner cross-validation over the training workloads chose."""
+
     name = "lightgbm"
     kind = "lightgbm"
     weights_suffix = ".lgb.txt"
 
-    def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 15,
-                 min_child_samples: int = 5, seed: int = 0):
+    def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 4,
+                 min_child_samples: int = 5, seed: int = 0, interactions: bool = True):
         super().__init__()
+        self.interactions = bool(interactions)
         self.params = dict(n_estimators=n_estimators, learning_rate=learning_rate, num_leaves=num_leaves,
                            min_child_samples=min_child_samples, random_state=seed, verbose=-1,
                            subsample=0.8, subsample_freq=1, colsample_bytree=0.8, n_jobs=1)
+
+    @property
+    def derived_features(self) -> list[str]:
+        return self.space.interaction_names if self.interactions and self.space is not None else []
+
+    def _derive(self, X: np.ndarray) -> np.ndarray:
+        return self.space.interactions(X)
 
     def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         import lightgbm as lgb
@@ -373,9 +413,10 @@ class LightGBMSurrogate(Surrogate):
         import lightgbm as lgb
 
         self.booster = lgb.Booster(model_file=str(path))
-        if self.booster.num_feature() != len(self.space.names):
+        width = len(self.space.names) + len(self.derived_features)
+        if self.booster.num_feature() != width:
             raise ModelFormatError(f"{source}: weights {path.name} of {self.booster.num_feature()} features for "
-                                   f"{len(self.space.names)}", source)
+                                   f"{width}", source)
 
     def _library(self) -> tuple[str, str]:
         import lightgbm as lgb
@@ -385,10 +426,17 @@ class LightGBMSurrogate(Surrogate):
     def _hyperparameters(self) -> dict[str, Any]:
         p = self.params
         return {"n_estimators": p["n_estimators"], "learning_rate": p["learning_rate"], "num_leaves": p["num_leaves"],
-                "min_child_samples": p["min_child_samples"], "seed": p["random_state"]}
+                "min_child_samples": p["min_child_samples"], "seed": p["random_state"],
+                "interactions": self.interactions}
+
+    @classmethod
+    def _saved_hyperparameters(cls, saved: dict[str, Any], format_version: int) -> dict[str, Any]:
+        # a model saved before the interactions (format 1) has none
+        return {"interactions": False, **saved} if format_version < 2 else saved
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, **{k: v for k, v in self.params.items() if k != "verbose"}}
+        return {"name": self.name, **{k: v for k, v in self.params.items() if k != "verbose"},
+                "interactions": self.interactions}
 
 
 #: the class :meth:`Surrogate.load` builds for each saved ``kind``
