@@ -36,30 +36,35 @@ WORKER_METADATA_KEY = "Celery worker"
 POLL_INTERVAL_SECONDS = 0.1
 
 
-class HostQueuesError(ValueError):
-    """The host-routed executor was configured without the queues it may route to.
+class RoutedExecutorConfigError(ValueError):
+    """The host-routed executor's config cannot serve; the message says what to give.
 
     Attributes:
-        host_queues: what was given.
+        field: the config field at fault.
+        value: what was given.
     """
+
+    def __init__(self, field: str, value: Any, what_to_do: str):
+        self.field, self.value = field, value
+        super().__init__(f"{field} {value!r}: {what_to_do}")
+
+
+class HostQueuesError(RoutedExecutorConfigError):
+    """No host queues to route to (``host_queues`` is what was given)."""
 
     def __init__(self, host_queues: Any):
         self.host_queues = host_queues
-        super().__init__(f"host_queues {host_queues!r}: name at least one host queue (the queue each host's worker "
+        super().__init__("host_queues", host_queues, "name at least one host queue (the queue each host's worker "
                          "takes besides the shared one, the part of its node name after '@'), or use dagster-celery's "
                          "celery_executor, which routes nothing")
 
 
-class PollIntervalError(ValueError):
-    """The host-routed executor was given a poll interval that is not a positive number of seconds.
-
-    Attributes:
-        poll_interval_seconds: what was given.
-    """
+class PollIntervalError(RoutedExecutorConfigError):
+    """A poll interval that is not a positive number of seconds (``poll_interval_seconds``)."""
 
     def __init__(self, poll_interval_seconds: Any):
         self.poll_interval_seconds = poll_interval_seconds
-        super().__init__(f"poll_interval_seconds {poll_interval_seconds!r}: give a positive number of seconds "
+        super().__init__("poll_interval_seconds", poll_interval_seconds, "give a positive number of seconds "
                          f"(default {POLL_INTERVAL_SECONDS}; dagster-celery polls every 1 s)")
 
 
