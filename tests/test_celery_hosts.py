@@ -34,9 +34,9 @@ def deployment():
 
     # the job's tables made once, from here: three first steps on three hosts creating them at once
     # made two versions of one table (a run failed with "table objects_index does not exist")
-    CassandraObjectStore(**deployment.ring().client_options(), keyspace="asgard_hosts",
-                         replication_factor=3).ensure_schema()
-    try:
+    try:  # a setup that fails here still takes the hosts down
+        CassandraObjectStore(**deployment.ring().client_options(), keyspace="asgard_hosts",
+                             replication_factor=3).ensure_schema()
         with deployment.client_environment_set():
             yield deployment
     finally:

@@ -229,6 +229,11 @@ class HostRing:
                     if time.monotonic() > deadline:
                         raise ServerError(f"system_auth repair on {member.name} failed: {exc}") from exc
                     time.sleep(2)
+        # a member that checked a role before the repair may keep that answer ("not a superuser") up to
+        # AUTH_CACHES' validity: every member drops its cached roles and permissions
+        for member in self.members:
+            for cache in ("invalidaterolescache", "invalidatepermissionscache"):
+                member.nodetool(cache, timeout=timeout)
 
 
 def stop_leftovers() -> list[str]:
