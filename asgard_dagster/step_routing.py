@@ -52,8 +52,9 @@ class RoutedExecutorConfigError(ValueError):
 class HostQueuesError(RoutedExecutorConfigError):
     """No host queues to route to (``host_queues`` is what was given)."""
 
+    host_queues = property(lambda self: self.value)
+
     def __init__(self, host_queues: Any):
-        self.host_queues = host_queues
         super().__init__("host_queues", host_queues, "name at least one host queue (the queue each host's worker "
                          "takes besides the shared one, the part of its node name after '@'), or use dagster-celery's "
                          "celery_executor, which routes nothing")
@@ -62,8 +63,9 @@ class HostQueuesError(RoutedExecutorConfigError):
 class PollIntervalError(RoutedExecutorConfigError):
     """A poll interval that is not a positive number of seconds (``poll_interval_seconds``)."""
 
+    poll_interval_seconds = property(lambda self: self.value)
+
     def __init__(self, poll_interval_seconds: Any):
-        self.poll_interval_seconds = poll_interval_seconds
         super().__init__("poll_interval_seconds", poll_interval_seconds, "give a positive number of seconds "
                          f"(default {POLL_INTERVAL_SECONDS}; dagster-celery polls every 1 s)")
 
@@ -133,7 +135,8 @@ def _celery_executor_class():
 
             # the loop sleeps its module's TICK_SECONDS between polls, read afresh each tick
             core_execution_loop.TICK_SECONDS = self.poll_interval_seconds
-            for event in core_execution_loop.core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=submit):
+            loop = core_execution_loop.core_celery_execution_loop
+            for event in loop(plan_context, execution_plan, step_execution_fn=submit):
                 if event.is_engine_event and event.step_key:
                     worker = (event.event_specific_data.metadata or {}).get(WORKER_METADATA_KEY)
                     if worker is not None:
