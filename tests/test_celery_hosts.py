@@ -19,6 +19,11 @@ from asgard.resources.workers.deployment import EmulatedDeployment
 
 AIRFLOW_DAGS = REPO_ROOT / "pipelines" / "airflow_dags"  # the apps' and asgard_hosts_check
 
+# pytest-timeout counts a test's fixtures in: the module's deployment goes up in its first test's
+# setup and down in its last one's teardown (a day of 12 minutes and then `hosts down` went over 900 s
+# on a slow machine); each `asgard` call keeps its own limit below
+pytestmark = pytest.mark.timeout(1800)
+
 
 @pytest.fixture(scope="module")
 def deployment():
