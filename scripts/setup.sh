@@ -40,6 +40,17 @@ if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# the Go builds (MinIO's about 4 minutes of CPU the first time) beside the driver's and Cassandra's
+# downloads, which mostly wait on the network and the disk; their output follows when both are done
+go_log=$(mktemp -t asgard-setup-go.XXXXXX.log)
+(
+  say "MinIO (go install once, about 4 minutes the first time)"
+  .venv/bin/python -c "from asgard.resources.minio import install_minio; print(install_minio(quiet=False))"
+  say "Toxiproxy (go install once, seconds): the delay and per-connection rate of the network profiles"
+  .venv/bin/python -c "from asgard.resources.network.toxiproxy import install_toxiproxy; print(install_toxiproxy())"
+) >"$go_log" 2>&1 &
+go_pid=$!
+
 say "scylla-driver beside cassandra-driver (asgard bench drivers measures the store on both; pinned, once)"
 .venv/bin/python -c "from asgard_bench.drivers import install_driver; print(install_driver('scylla-driver'))"
 
@@ -52,8 +63,12 @@ for version in TESTED_RELEASES: print(install(version, tools=False))"
 # machine records (none yet on a fresh machine: that start then builds it in the background)
 .venv/bin/python -c "from asgard.resources.cassandra.install import build_cds_archive; print(build_cds_archive() or 'CDS archive: after the first start')"
 
-say "MinIO (go install once, about 4 minutes the first time)"
-.venv/bin/python -c "from asgard.resources.minio import install_minio; print(install_minio(quiet=False))"
-say "Toxiproxy (go install once, seconds): the delay and per-connection rate of the network profiles"
-.venv/bin/python -c "from asgard.resources.network.toxiproxy import install_toxiproxy; print(install_toxiproxy())"
+go_rc=0
+wait "$go_pid" || go_rc=$?
+cat "$go_log"
+rm -f "$go_log"
+if [ "$go_rc" -ne 0 ]; then
+  echo "set-up failed: the MinIO or Toxiproxy build (exit $go_rc; its output above)" >&2
+  exit "$go_rc"
+fi
 say "set-up done"
