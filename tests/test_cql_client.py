@@ -136,3 +136,29 @@ def test_every_chunk_size_up_to_the_largest_opens_and_round_trips_its_objects(ca
         store.purge_scope(key.scope)
     with pytest.raises(StoreConfigError, match="chunk_size 16777216 is outside"):
         CassandraObjectStore(**cassandra_node.client_options(), keyspace=TEST_KEYSPACE, chunk_size=16 * MiB)
+
+
+def test_closing_the_sessions_to_one_cluster_leaves_the_others_open(cassandra_node):
+    """``close_sessions(contact_points)``: a process done with one cluster (a ring that went down)
+    drops the sessions to it and keeps the others; with no argument every one goes."""
+    from asgard.resources.stores.cql import close_sessions
+
+    # two sessions to the one node, by two spellings of its address (two clusters to the driver)
+    by_ip = CassandraObjectStore(contact_points=["127.0.0.1"], keyspace=TEST_KEYSPACE)
+    by_name = CassandraObjectStore(contact_points=["localhost"], keyspace=TEST_KEYSPACE)
+    key = ObjectKey(f"run/{uuid.uuid4().hex}", "kept")
+    by_ip.put(key, b"written before")
+    assert by_name.get(key)[0] == b"written before"
+    name_session, ip_session = by_name.session, by_ip.session
+    assert name_session is not ip_session
+    close_sessions(["localhost"])
+    assert name_session.cluster.is_shutdown and not ip_session.cluster.is_shutdown
+    assert by_ip.get(key)[0] == b"written before"
+    # a store made afterwards opens its own session again
+    again = CassandraObjectStore(contact_points=["localhost"], keyspace=TEST_KEYSPACE)
+    assert again.get(key)[0] == b"written before"
+    again_session = again.session
+    assert again_session is not name_session and not again_session.cluster.is_shutdown
+    by_ip.delete(key)
+    close_sessions()
+    assert ip_session.cluster.is_shutdown and again_session.cluster.is_shutdown

@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from ..errors import StoreUnavailableError
 from .options import opts
@@ -216,18 +216,23 @@ def early_start(contact_points: tuple[str, ...], port: int, username: str | None
 
 #: how a fresh process sends its first put and get (A/B): "known" executes them by their prepared
 
-def close_sessions() -> None:
-    """Shut down every cached driver session of this process. A session to a node that has gone
-    keeps a reconnection timer, which at interpreter exit fails noisily ("cannot schedule new
-    futures after shutdown"); a long-lived process that is done with Cassandra calls this."""
+def close_sessions(contact_points: Iterable[str] | None = None) -> None:
+    """Shut down every cached driver session of this process, or with ``contact_points`` those
+    whose contact points are all among them (a cluster this process is done with). A session to a
+    node that has gone keeps a reconnection timer, which at interpreter exit fails noisily ("cannot
+    schedule new futures after shutdown"); a long-lived process that is done with Cassandra calls this."""
+    gone = None if contact_points is None else set(contact_points)
+
+    def done_with(key: tuple) -> bool:  # a session key: (pid, contact points, port, ...)
+        return key[0] == os.getpid() and (gone is None or set(key[1]) <= gone)
+
     with _sessions_lock:
-        sessions = list(_sessions.values())
-        _sessions.clear()
+        sessions = [_sessions.pop(key) for key in list(_sessions) if gone is None or done_with(key)]
     for session in sessions:
         session.cluster.shutdown()
     with _sessions_lock:
         # this process's only: a forked child's copies of its parent's may be locked for good
-        slots = [direct_slots.pop(key) for key in list(direct_slots) if key[0][0] == os.getpid()]
+        slots = [direct_slots.pop(key) for key in list(direct_slots) if done_with(key[0])]
     for slot in slots:
         with slot.lock:
             if slot.conn is not None:
