@@ -13,6 +13,7 @@ replication factor 3 answer LOCAL_QUORUM with one member down, as across hosts) 
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 import uuid
 
@@ -121,14 +122,29 @@ def test_a_member_is_not_drained_while_another_is_down_nor_while_hints_for_it_ar
                                  consistency_level=ConsistencyLevel.ONE)
         for k in range(300):
             session.execute(insert, (k, "x" * 200))
+        # kept until the check below begins: on a slow machine the second's start outlasted the
+        # delivery, and there was nothing left to wait for (CI, 2026-12-01)
+        first.nodetool("pausehandoff")
     finally:
         second.start()
     second_id = ring.host_ids()[second.address]
     # back up: the first goes down only once its hints for the second are delivered, though
-    # pending_hints reads empty until the file being written is closed
+    # pending_hints reads empty until the file being written is closed (files: a flush period)
     agent.safety_timeout = 180
-    assert ring.pending_hint_files({second_id}), "no hints for the second were written: nothing to wait for"
-    agent.check_safe_to_drain(first)
+    resume = threading.Timer(8, first.nodetool, args=("resumehandoff",))
+    try:
+        deadline = time.monotonic() + 60
+        while not ring.pending_hint_files({second_id}) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert ring.pending_hint_files({second_id}), "no hints for the second were written: nothing to wait for"
+        resume.start()
+        t0 = time.monotonic()
+        agent.check_safe_to_drain(first)
+        waited = time.monotonic() - t0
+    finally:
+        resume.cancel()
+        first.nodetool("resumehandoff")  # the next tests' ring delivers its hints again
+    assert waited >= 8  # it waited for the delivery, which could begin only when the handoff resumed
     # on disk (the files, the one being written included), not only as the members list them
     assert ring.pending_hint_files({second_id}) == {}, "a member still holds hint files for the second"
 
