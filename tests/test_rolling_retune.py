@@ -129,8 +129,6 @@ def restart_count(node) -> int:
 def cql_openings(node, peers: list[str], since: float) -> list[tuple[str, list[str]]]:
     """Each time the member opened its CQL port after ``since`` (epoch seconds), from its own
     system.log: ``(when, the peers it had seen come up since it last stopped)``."""
-    from datetime import datetime
-
     openings, seen_up = [], set()
     for line in node.system_log.read_text(errors="replace").splitlines():
         if "Stop listening for CQL clients" in line:
@@ -140,24 +138,28 @@ def cql_openings(node, peers: list[str], since: float) -> list[tuple[str, list[s
                 seen_up.add(peer)
         if "Starting listening for CQL clients" in line:
             at = line.split("] ", 1)[1][:23]
-            if datetime.strptime(at, "%Y-%m-%d %H:%M:%S,%f").timestamp() >= since:
+            if log_time(line) >= since:
                 openings.append((at, sorted(seen_up)))
     return openings
+
+
+def log_time(line: str) -> float:
+    """The epoch seconds of one system.log line (its timestamp, in this machine's time zone)."""
+    from datetime import datetime
+
+    return datetime.strptime(line.split("] ", 1)[1][:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def hint_handoffs(node, since: float) -> list[tuple[float, str]]:
     """Each hint file the member finished handing off after ``since`` (epoch seconds), from its own
     system.log: ``(when, the address it went to)``."""
     import re
-    from datetime import datetime
 
     found = []
     for line in node.system_log.read_text(errors="replace").splitlines():
         match = re.search(r"Finished hinted handoff of file \S+ to endpoint \S*?/?([0-9.]+):7000", line)
-        if match:
-            at = datetime.strptime(line.split("] ", 1)[1][:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            if at >= since:
-                found.append((at, match.group(1)))
+        if match and log_time(line) >= since:
+            found.append((log_time(line), match.group(1)))
     return found
 
 

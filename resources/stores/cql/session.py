@@ -214,8 +214,6 @@ def early_start(contact_points: tuple[str, ...], port: int, username: str | None
         return early
 
 
-#: how a fresh process sends its first put and get (A/B): "known" executes them by their prepared
-
 def close_sessions(contact_points: Iterable[str] | None = None) -> None:
     """Shut down every cached driver session of this process, or with ``contact_points`` those
     whose contact points are all among them (a cluster this process is done with). A session to a
