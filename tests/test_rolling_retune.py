@@ -158,8 +158,8 @@ def hint_handoffs(node, since: float) -> list[tuple[float, str]]:
     found = []
     for line in node.system_log.read_text(errors="replace").splitlines():
         match = re.search(r"Finished hinted handoff of file \S+ to endpoint \S*?/?([0-9.]+):7000", line)
-        if match and log_time(line) >= since:
-            found.append((log_time(line), match.group(1)))
+        if match and (at := log_time(line)) >= since:
+            found.append((at, match.group(1)))
     return found
 
 
