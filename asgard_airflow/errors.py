@@ -69,6 +69,20 @@ class XComValueTooLargeError(XComStoreError):
             "smaller pieces (e.g. map the work with .expand() so that each task returns its part).", where, uri)
 
 
+class XComClassNotAllowedError(XComStoreError, ImportError):
+    """A stored (pickled) value names a class or function that ``[core] allowed_deserialization_classes``
+    does not allow (:mod:`asgard_airflow.allowed_classes`): refused before anything was built from it,
+    an ``ImportError`` as Airflow's serde raises for a JSON value's class. ``classname``: what it names."""
+
+    def __init__(self, where: dict, uri: str, classname: str):
+        self.classname = classname
+        super().__init__(
+            f"{describe(where)} at {uri} imports {classname}, which [core] allowed_deserialization_classes does not "
+            "allow; it was refused before being unpickled. If you trust the class, add it (or a glob of its module) "
+            "to AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES on the workers; or return a value Airflow serializes "
+            "(a dataclass, a pydantic model, a class with serialize/deserialize).", where, uri)
+
+
 class XComStoreUnavailableError(XComStoreError):
     """The store's server cannot be reached while a task writes or reads an XCom value. ``backend``
     and ``hint`` are the store's (:class:`~asgard.resources.stores.errors.StoreUnavailableError`)."""
@@ -128,6 +142,6 @@ class XComPlacementCannotServeError(XComTaskSettingError):
 
 __all__ = [
     "XComStoreError", "XComValueMissingError", "XComValueCorruptError", "XComValueTamperedError",
-    "XComValueTooLargeError", "XComStoreUnavailableError", "XComBackendConfigError", "XComTaskSettingError",
+    "XComValueTooLargeError", "XComClassNotAllowedError", "XComStoreUnavailableError", "XComBackendConfigError", "XComTaskSettingError",
     "XComPlacementCannotServeError", "describe",
 ]

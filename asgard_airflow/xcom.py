@@ -18,9 +18,12 @@ change: the downstream task's argument is the value, of the type it was returned
   holds a small JSON reference (:data:`REFERENCE_MARKER`, ``uri``, ``bytes``, ``format``,
   ``checksum``, ``expires_at``, the DAG, run, task, map index and key, and ``write_s``: the
   seconds the push took to encode and write it).
-* Plain data (str, numbers, bools, None, lists, tuples, sets, dicts with str keys) is stored as
-  UTF-8 JSON in Airflow's own serialization (``format: json``); the rest (bytes, arrays, objects)
-  as a pickle (``pickle``), signed when a signing key is set.
+* What Airflow's serde carries is stored as UTF-8 JSON in its form (``format: json``) and read back
+  through serde, so a stored value comes back as an inline one would (namedtuples as tuples,
+  dataclasses and pydantic models under ``[core] allowed_deserialization_classes``); the rest
+  (bytes, arrays, data frames, what serde refuses) as a pickle (``pickle``), signed when a signing
+  key is set, whose imports the same allow list bounds beside the data libraries' value types
+  (:mod:`asgard_airflow.allowed_classes`).
 * Every push is a new object: scope ``airflow/<dag_id>/<run_id>``, path
   ``<task_id>/<map_index>/<key>/<push>`` (``<push>``: 32 time-ordered hex digits), so an older row
   reads its own value until purged; outside a task, ``NO_DAG_ID``/``NO_RUN_ID``/``NO_TASK_ID``/
@@ -57,15 +60,16 @@ from airflow.sdk.bases.xcom import BaseXCom
 
 from asgard.resources.stores.base import ObjectKey, ObjectStore, Serialized, new_version, run_bounded
 from asgard.resources.stores.errors import (
-    CorruptChunkError, CorruptManifestError, ObjectMissingError, SerializationError, StoreConfigError, StoreError,
-    StoreUnavailableError, TamperedObjectError,
+    CorruptChunkError, CorruptManifestError, DisallowedGlobalError, ObjectMissingError, SerializationError,
+    StoreConfigError, StoreError, StoreUnavailableError, TamperedObjectError,
 )
 from asgard.resources.stores.replicas import choose_replicas
 from asgard.resources.stores.serde import AUTO_CODEC
 
+from .allowed_classes import allowed_global
 from .errors import (
-    XComBackendConfigError, XComStoreUnavailableError, XComTaskSettingError, XComValueCorruptError,
-    XComValueMissingError, XComValueTamperedError, XComValueTooLargeError, describe,
+    XComBackendConfigError, XComClassNotAllowedError, XComStoreUnavailableError, XComTaskSettingError,
+    XComValueCorruptError, XComValueMissingError, XComValueTamperedError, XComValueTooLargeError, describe,
 )
 from .placement import placement_for, running_task
 from .reference import REFERENCE_MARKER, REFERENCE_VERSION, is_reference
@@ -171,14 +175,29 @@ def _json_form(value: Any) -> Any:
     raise _NotJson
 
 
+def _serde_form(value: Any) -> Any:
+    """``value`` as Airflow's serde writes it for an inline row (namedtuples as tuples, enums as
+    their values, dataclasses and pydantic models by class name, int dict keys as strings)."""
+    from airflow.sdk.serde import serialize
+
+    try:
+        return serialize(value)
+    except (TypeError, ValueError, AttributeError, RecursionError):  # what Airflow refuses to push
+        raise _NotJson from None
+
+
 def _encode(store: ObjectStore, value: Any) -> Serialized:
-    """Plain data as UTF-8 JSON in Airflow's serde form, else a pickle (signed with a signing key)."""
-    if _buffer_bytes(value) is None:
-        try:
-            out = store.serialize(_json_form(value), "json")
-            return replace(out, python_type=f"{type(value).__module__}.{type(value).__qualname__}")
-        except (_NotJson, SerializationError):
-            pass
+    """What Airflow's serde carries as UTF-8 JSON in its form, so that a stored value comes back as
+    an inline one would; the rest (bytes, arrays, frames, what serde refuses) as a pickle (signed
+    with a signing key)."""
+    # pandas frames too: serde's form of one is its Parquet in hex, a pickle's its buffers as they are
+    if _buffer_bytes(value) is None and not type(value).__module__.startswith("pandas"):
+        for form in (_json_form, _serde_form):  # the first: exact built-ins, without serde's recursion
+            try:
+                out = store.serialize(form(value), "json")
+                return replace(out, python_type=f"{type(value).__module__}.{type(value).__qualname__}")
+            except (_NotJson, SerializationError):  # SerializationError: NaN, not JSON
+                continue
     return store.serialize(value, "pickle5")
 
 
@@ -405,7 +424,7 @@ def _pool(pid: int, workers: int) -> ThreadPoolExecutor:
 
 
 def _fetch(store: ObjectStore, key: ObjectKey):
-    value, got = store.get(key)
+    value, got = store.get(key, allowed_global=allowed_global)  # a pickle imports what Airflow allows
     return _decode(value, got.manifest), got
 
 
@@ -511,6 +530,8 @@ def load_reference(ref: dict, item: int | None = None) -> Any:
         raise XComValueTamperedError(where, uri, str(exc), exc.key_id) from None
     except (CorruptChunkError, CorruptManifestError) as exc:
         raise XComValueCorruptError(where, uri, str(exc)) from None
+    except DisallowedGlobalError as exc:
+        raise XComClassNotAllowedError(where, uri, exc.classname) from None
     _log_read(ref, where, got)
     m = got.manifest
     if not _recorded(ref, m):  # the store's checks prove the object whole; this, that it is the row's

@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Optional
 
-from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
+from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext, partition_loading_context
 from pydantic import Field
 
 from asgard.resources.stores import ObjectKey, ObjectMissingError, ObjectStore
@@ -85,6 +85,8 @@ def keys_for_input(context: InputContext) -> dict[str | None, ObjectKey]:
             return {p: ObjectKey.for_asset(context.asset_key.path, partition_path(p))
                     for p in context.asset_partition_keys}
         return {None: ObjectKey.for_asset(context.asset_key.path)}
+    if context.upstream_output is None:
+        raise InputWithoutSourceError(context.name, _op_name(context))
     return {None: key_for_output(context.upstream_output)}
 
 
@@ -169,7 +171,14 @@ def readers_of(context: OutputContext) -> int:
             degrees = history(instance, job.name)[0]
         except Exception:  # an instance whose run storage cannot answer: the analyzer's degree
             degrees = {}
-        found = _topologies[id(job)] = (job, analyze_job(job, degrees or None))
+        try:  # a dynamic partitions definition lists its keys from the instance
+            with partition_loading_context(dynamic_partitions_store=instance):
+                topology = analyze_job(job, degrees or None)
+        except Exception as exc:  # an estimate never fails the step that stores the output
+            context.log.warning(f"asgard: the job's topology could not be read ({type(exc).__name__}: {exc}); "
+                                f"{context.step_key}'s output is taken to have 1 reader")
+            return 1
+        found = _topologies[id(job)] = (job, topology)
     return found[1].reads_per_object(context.step_key.split("[", 1)[0], context.name)
 
 
@@ -185,6 +194,18 @@ class OutputForSeveralPartitionsError(ValueError):
             "This IO manager stores one object per partition: launch the backfill with a multi-run backfill "
             "policy, or write the partitions yourself and return None (annotate the asset `-> None`)."
         )
+
+
+class InputWithoutSourceError(ValueError):
+    """An op input neither fed by an upstream output nor an asset's: nothing stored stands for it.
+    Attributes: ``input_name``, ``op_name``."""
+
+    def __init__(self, input_name: str, op_name: str):
+        self.input_name, self.op_name = input_name, op_name
+        super().__init__(
+            f"Input {input_name!r} of op {op_name!r} has no upstream output and no asset key, so this IO manager has "
+            "nothing to load for it: connect it to an op's output, give it a default value or run config, or load "
+            "it with an input manager (In(input_manager_key=...)).")
 
 
 class StoreIOManager(ConfigurableIOManager, abc.ABC):
@@ -310,7 +331,7 @@ class StoreIOManager(ConfigurableIOManager, abc.ABC):
                              f"{mib(total_bytes)} MiB in {total_seconds:.3f} s on {store.backend}")
         if list(keys) == [None]:
             return values[None]
-        if len(keys) == 1:
+        if len(keys) <= 1:  # a mapping to no partition (the first day's previous one) reads as None
             return next(iter(values.values()), None)
         return values
 

@@ -8,6 +8,9 @@ real ``airflow dags test`` runs (the fixtures of tests/test_airflow_xcom.py).
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
+import enum
 import inspect
 import json
 import re
@@ -18,6 +21,7 @@ import uuid
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import asgard_airflow.xcom as xcom
@@ -76,7 +80,7 @@ def stored(backend, ref, item=None) -> ObjectKey:
 
 
 # --- the type a value was pushed with ------------------------------------------------------------
-def test_values_come_back_with_their_type_and_plain_data_as_json(backend):
+def test_values_come_back_with_their_type_and_what_serde_carries_as_json(backend):
     big = "x" * (2 * THRESHOLD)
     cases = [[1, 2.5, big], (1, "a", big), {"a": (1, 2), "b": {3, 4}, "c": big}, [(1, 2), [3, {"d": None}], big],
              big, {"nested": [True, False, None, big]}]
@@ -92,14 +96,133 @@ def test_values_come_back_with_their_type_and_plain_data_as_json(backend):
         from airflow.sdk.serde import serialize
 
         assert json.loads(raw.decode("utf-8")) == parsed == json.loads(json.dumps(serialize(value)))
-    # what JSON cannot carry is pickled: bytes, arrays, int dict keys, NaN, subclasses
-    for value in (b"\x01" * 4096, np.arange(1000.0), {1: big}, [float("nan")] * 400, Rows([big])):
+    # what Airflow's serde refuses is pickled, and comes back exactly: bytes, arrays, NaN, frames
+    frame = pd.DataFrame({"t": pd.date_range("2026-01-01", periods=512, freq="h", tz="Europe/Paris"),
+                          "c": pd.Categorical(["a", "b"] * 256), "v": np.arange(512.0)})
+    for value in (b"\x01" * 4096, np.arange(1000.0), [float("nan")] * 400, frame):
         ref = push(value, **backend.where)
         assert ref["format"] == "pickle", type(value)
         got = pull(ref)
         assert type(got) is type(value)
-        assert np.array_equal(got, value) if isinstance(value, np.ndarray) else (
-            got == value or repr(got) == repr(value))
+        assert got.equals(value) if isinstance(value, pd.DataFrame) else np.array_equal(got, value) if isinstance(
+            value, np.ndarray) else (got == value or repr(got) == repr(value))
+
+
+Named = collections.namedtuple("Named", "name pad")
+
+
+class Size(enum.IntEnum):
+    BIG = 10 ** 6
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    pad: str
+
+
+class Opaque:
+    """No serializer of Airflow's: serde refuses it, the backend pickles it."""
+
+    def __init__(self, pad: str):
+        self.pad = pad
+
+    def __eq__(self, other):
+        return type(other) is Opaque and other.pad == self.pad
+
+
+class Shell:
+    """A pickle that runs a command when loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def _as_airflow_has_it(value):
+    """What Airflow's own BaseXCom hands back for ``value``: its serde, through the row's JSON."""
+    from airflow.sdk.bases.xcom import BaseXCom
+
+    return BaseXCom.deserialize_value(SimpleNamespace(value=json.loads(json.dumps(BaseXCom.serialize_value(value)))))
+
+
+@pytest.fixture
+def allow(monkeypatch):
+    """Set ``[core] allowed_deserialization_classes`` as a worker's environment would."""
+    from airflow.sdk import serde
+
+    def forget():  # serde caches the patterns and each class name's answer, for a process's life
+        for cached in (serde._get_patterns, serde._get_regexp_patterns, serde._match_glob, serde._match_regexp):
+            cached.cache_clear()
+
+    def set_patterns(patterns: str):
+        monkeypatch.setenv("AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES", patterns)
+        forget()
+
+    yield set_patterns
+    monkeypatch.delenv("AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES")
+    forget()
+
+
+def test_a_stored_value_comes_back_as_airflow_brings_back_an_inline_one(backend, allow):
+    """Whatever its size: a namedtuple as a tuple, an enum as its value, a dict subclass as a dict,
+    int keys as strings, a list subclass as a list, a dataclass under the allow list."""
+    allow(f"airflow.* {__name__}.*")
+    big = "x" * (2 * THRESHOLD)
+    for value in (Named("a", big), [Size.BIG, big], collections.defaultdict(int, a=1, pad=big), {1: big},
+                  Rows([big]), Point(1, big)):
+        ref = push(value, **backend.where)
+        assert xcom.is_reference(ref) and ref["format"] == "json", (value, ref)
+        small = json.loads(json.dumps(X.serialize_value(_shrunk(value), **backend.where)))
+        assert not xcom.is_reference(small)  # its small twin stays in Airflow's row
+        got, expected = pull(ref), _as_airflow_has_it(value)
+        assert type(got) is type(expected) and got == expected, (value, got, expected)
+        assert type(pull(small)) is type(expected), value
+
+
+def _shrunk(value):
+    """``value`` with its padding cut to a character: under the threshold."""
+    if isinstance(value, Named):
+        return Named(value.name, "x")
+    if isinstance(value, Point):
+        return Point(value.x, "x")
+    if isinstance(value, dict):
+        return type(value)(*([value.default_factory] if isinstance(value, collections.defaultdict) else []),
+                           {k: "x" if isinstance(v, str) else v for k, v in value.items()})
+    return type(value)("x" if isinstance(v, str) else v for v in value)
+
+
+def test_the_allow_list_bounds_what_a_stored_value_imports(backend, allow, tmp_path):
+    """``[core] allowed_deserialization_classes`` (default ``airflow.*``), stored or inline: a
+    dataclass stored as serde's JSON fails as Airflow's serde fails it; a pickled class outside
+    it fails typed before anything is built; a pickle that would run a command runs nothing."""
+    from asgard_airflow.errors import XComClassNotAllowedError
+
+    allow("airflow.*")
+    big = "x" * (2 * THRESHOLD)
+    point = push(Point(1, big), **backend.where)
+    with pytest.raises(ImportError, match=f"{__name__}.Point was not found in allow list"):
+        pull(point)
+    opaque = push(Opaque(big), **backend.where)
+    assert opaque["format"] == "pickle"
+    with pytest.raises(XComClassNotAllowedError, match=f"imports {__name__}.Opaque, which .* does not allow") as e:
+        pull(opaque)
+    assert isinstance(e.value, ImportError) and e.value.classname == f"{__name__}.Opaque"
+    assert "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES" in str(e.value)
+    marker = tmp_path / "ran"
+    shell = push([Shell(marker), big], **backend.where)
+    with pytest.raises(XComClassNotAllowedError, match="imports posix.system"):
+        pull(shell)
+    assert not marker.exists()
+    allow(f"airflow.* {__name__}.Point {__name__}.Opaque")
+    assert pull(point) == Point(1, big) and pull(opaque) == Opaque(big)
+    with pytest.raises(XComClassNotAllowedError):  # allowing classes allows no function
+        pull(shell)
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("kind", [list, tuple])
@@ -300,7 +423,7 @@ def test_local_backend_through_the_xcom_class(monkeypatch, tmp_path):
 # --- through real Airflow runs ---------------------------------------------------------------------
 def test_list_and_tuple_mapped_over_keep_their_types_in_a_dag_run(airflow_home, store):
     rc, out, run_id = dags_test(airflow_home, "asgard_types")
-    assert rc == 0 and "ASGARD-CHECK types ok" in out, out[-5000:]
+    assert rc == 0 and "ASGARD-CHECK types ok" in out and "ASGARD-CHECK stored kinds ok" in out, out[-5000:]
     assert out.count("ASGARD-CHECK use_dict ok") == 3 and out.count("ASGARD-CHECK use_pair ok") == 3
     rows = xcom_rows(airflow_home, "asgard_types", run_id)
     listed, pairs = (_reference(rows[(t, -1, "return_value")]) for t in ("make_list", "make_tuple"))

@@ -13,12 +13,13 @@ import uuid
 import pytest
 from dagster import (
     AllPartitionMapping, AssetExecutionContext, AssetIn, AssetKey, AssetOut, DagsterInstance, DailyPartitionsDefinition,
-    DynamicOut, DynamicOutput, MultiPartitionKey, MultiPartitionsDefinition, OpExecutionContext, Out,
-    StaticPartitionsDefinition, TimeWindowPartitionMapping, asset, graph_asset, job, materialize, multi_asset, op,
+    DynamicOut, DynamicOutput, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition,
+    OpExecutionContext, Out, StaticPartitionsDefinition, TimeWindowPartitionMapping, asset, graph_asset, job,
+    build_input_context, materialize, multi_asset, op,
 )
 
 from asgard_dagster import CassandraIOManager, CassandraResource
-from asgard_dagster.io_manager import OutputForSeveralPartitionsError
+from asgard_dagster.io_manager import InputWithoutSourceError, OutputForSeveralPartitionsError
 from asgard.resources.stores import ObjectKey, ObjectMissingError
 from tests.conftest import TEST_KEYSPACE
 
@@ -83,6 +84,49 @@ def test_window_reaching_before_the_first_partition_loads_what_exists(io_manager
     # the window of 11-02 is 10-31..11-02; Dagster clips it to the partitions that exist: two
     result = _materialize([daily, rolling], io_manager, instance, partition_key="2026-11-02", selection=[rolling])
     assert result.asset_value(AssetKey([prefix, "rolling"])) == ["2026-11-01", "2026-11-02"]
+
+
+def test_a_self_dependent_asset_reads_none_before_its_first_partition(io_manager, prefix):
+    """A daily asset reading its own previous day (Dagster's self-dependency): the first day's input
+    maps to no partition and reads as None, as UPathIOManager returns it; the next day's reads it."""
+    @asset(key_prefix=[prefix], partitions_def=DAYS,
+           ins={"running": AssetIn(key=AssetKey([prefix, "running"]),
+                                   partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1))})
+    def running(running: int | None) -> int:
+        return 1 if running is None else running + 1
+
+    instance = DagsterInstance.ephemeral()
+    for day, expected in (("2026-11-01", 1), ("2026-11-02", 2)):
+        result = _materialize([running], io_manager, instance, partition_key=day)
+        assert result.asset_value(AssetKey([prefix, "running"])) == expected
+
+
+def test_an_asset_reading_a_dynamically_partitioned_one_stores_its_output(io_manager, prefix):
+    """The store's reader count comes from the job's topology, which lists a dynamic partitions
+    definition's keys from the instance: an unpartitioned asset over all of them stores its output."""
+    names = DynamicPartitionsDefinition(name=f"{prefix}_names")
+
+    @asset(key_prefix=[prefix], partitions_def=names)
+    def per_name(context: AssetExecutionContext) -> str:
+        return context.partition_key.upper()
+
+    @asset(key_prefix=[prefix], ins={"per_name": AssetIn(key=AssetKey([prefix, "per_name"]))})
+    def everyone(per_name: dict) -> list:
+        return sorted(per_name.values())
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(names.name, ["ann", "bo"])
+    for name in ("ann", "bo"):
+        _materialize([per_name], io_manager, instance, partition_key=name)
+    result = _materialize([per_name.to_source_asset(), everyone], io_manager, instance)
+    assert result.asset_value(AssetKey([prefix, "everyone"])) == ["ANN", "BO"]
+
+
+def test_an_input_with_nothing_stored_behind_it_fails_saying_what_to_do(io_manager):
+    """An input context with neither an asset key nor an upstream output (``build_input_context``,
+    as Dagster's docs test an IO manager): a typed error naming the input, not an AttributeError."""
+    with pytest.raises(InputWithoutSourceError, match="Input 'x' of op .* has no upstream output and no asset key"):
+        io_manager.load_input(build_input_context(name="x"))
 
 
 def test_all_partitions_into_an_unpartitioned_asset(io_manager, prefix):

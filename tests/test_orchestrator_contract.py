@@ -32,6 +32,8 @@ NAMES = [
     ("airflow.sdk.execution_time.task_runner", "SUPERVISOR_COMMS", "asgard_airflow/upcoming.py"),
     ("airflow.sdk.definitions._internal.expandinput", "DictOfListsExpandInput", "asgard_airflow/xcom.py"),
     ("airflow.sdk.definitions._internal.expandinput", "ListOfDictsExpandInput", "asgard_airflow/xcom.py"),
+    ("airflow.sdk.serde", "_match", "asgard_airflow/allowed_classes.py"),
+    ("airflow.sdk.serde", "_extra_allowed", "asgard_airflow/allowed_classes.py"),
     ("dagster._core.execution.retries", "RetryMode", "asgard_dagster/step_routing.py"),
     ("dagster_celery.executor", "_submit_task", "asgard_dagster/step_routing.py"),
     ("dagster_celery.executor", "CELERY_CONFIG", "asgard_dagster/step_routing.py"),

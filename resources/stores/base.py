@@ -34,7 +34,7 @@ from .replicas import (ONE_REPLICA, STORE_REPLICAS, ReplicasChoice, check_replic
                        no_count_to_give)
 from .results import GetResult, PutResult, Serialized  # what a put and a get return (imported from here too)
 from .buffers import aligned, copy_to_output_buffer, output_buffer  # noqa: F401 -- output_buffer: scripts swap it here
-from .serde import AUTO_CODEC, Codec, NoCodec, Serializer, get_codec, get_serializer
+from .serde import AUTO_CODEC, AllowedGlobal, Codec, NoCodec, Serializer, get_codec, get_serializer
 from .settings import STORAGE
 from .signing import PayloadSigner
 
@@ -456,9 +456,11 @@ class ObjectStore(abc.ABC):
     def exists(self, key: ObjectKey) -> bool:
         return self._head(key) is not None
 
-    def get(self, key: ObjectKey, chunk_reads: str | None = None) -> tuple[Any, GetResult]:
+    def get(self, key: ObjectKey, chunk_reads: str | None = None,
+            allowed_global: AllowedGlobal | None = None) -> tuple[Any, GetResult]:
         """The stored value and how it was read. Retries once if a rewrite raced the read.
-        ``chunk_reads``: how to read its chunks on a store with a choice (:meth:`chunk_reads_for`)."""
+        ``chunk_reads``: how to read its chunks on a store with a choice (:meth:`chunk_reads_for`);
+        ``allowed_global``: what a pickled value may import (:class:`DisallowedGlobalError` else)."""
         t0 = time.perf_counter()
         source, fallback = "ring", None
         for attempt in range(2):
@@ -494,7 +496,7 @@ class ObjectStore(abc.ABC):
             self._observe("read", manifest, time.perf_counter() - t0)
         serializer = (self.serializer if manifest.serializer == self.serializer.name
                       else get_serializer(manifest.serializer, stored=True))
-        value = serializer.loads(frames)
+        value = serializer.loads(frames, allowed_global)
         return value, GetResult(key, self.uri(key), manifest, time.perf_counter() - t0, source, fallback,
                                 reads, reads_reason)
 

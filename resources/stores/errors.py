@@ -86,6 +86,18 @@ class SerializationError(StoreError):
     """A value cannot be serialized, or stored bytes cannot be deserialized."""
 
 
+class DisallowedGlobalError(SerializationError):
+    """A stored pickle names a class or function its reader does not allow to be imported (the
+    reader's ``allowed_global``); nothing of the value was built from it.
+
+    Attributes: ``module``, ``name`` (``classname``: both, dotted).
+    """
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name, self.classname = module, name, f"{module}.{name}"
+        super().__init__(f"The stored pickle imports {self.classname}, which this reader does not allow")
+
+
 class CorruptManifestError(StoreError):
     """An object's manifest record cannot be read: damaged, or written by another layout.
 

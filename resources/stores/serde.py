@@ -7,11 +7,39 @@ into one big ``bytes`` on its way to the store. A codec compresses chunk by chun
 from __future__ import annotations
 
 import abc
+import io
 import json
 import pickle
-from typing import Any
+from typing import Any, Callable
 
-from .errors import SerializationError, StoreConfigError
+from .errors import DisallowedGlobalError, SerializationError, StoreConfigError
+
+#: a reader's rule for what a stored pickle may import: ``(module, name) -> allowed``
+AllowedGlobal = Callable[[str, str], bool]
+
+
+class _CheckedUnpickler(pickle.Unpickler):
+    """An unpickler that imports only what ``allowed_global`` allows (pickle's documented way to
+    restrict globals: overriding ``find_class``). Pickles name a class's method (``ZoneInfo._unpickle``)
+    through ``builtins.getattr``; that getattr is given only classes, and what it returns is decided
+    by the same rule, as the global ``<class>.<method>``."""
+
+    def __init__(self, file, allowed_global: AllowedGlobal, **kw):
+        super().__init__(file, **kw)
+        self._allowed = allowed_global
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("builtins", "getattr"):
+            return self._class_attribute
+        if not self._allowed(module, name):
+            raise DisallowedGlobalError(module, name)
+        return super().find_class(module, name)
+
+    def _class_attribute(self, owner: Any, attribute: str) -> Any:
+        module, name = getattr(owner, "__module__", "?"), f"{getattr(owner, '__qualname__', '?')}.{attribute}"
+        if not isinstance(owner, type) or not self._allowed(module, name):
+            raise DisallowedGlobalError(module, name)
+        return getattr(owner, attribute)
 
 
 class Serializer(abc.ABC):
@@ -22,8 +50,8 @@ class Serializer(abc.ABC):
         """Frames whose concatenation, split back by their lengths, ``loads`` accepts."""
 
     @abc.abstractmethod
-    def loads(self, frames: list[memoryview]) -> Any:
-        ...
+    def loads(self, frames: list[memoryview], allowed_global: AllowedGlobal | None = None) -> Any:
+        """``allowed_global(module, name)``: whether a pickle may import it (None: anything)."""
 
 
 class PickleSerializer(Serializer):
@@ -54,9 +82,13 @@ class PickleSerializer(Serializer):
             ) from exc
         return [memoryview(header)] + buffers
 
-    def loads(self, frames: list[memoryview]) -> Any:
+    def loads(self, frames: list[memoryview], allowed_global: AllowedGlobal | None = None) -> Any:
         try:
-            return pickle.loads(frames[0], buffers=frames[1:])
+            if allowed_global is None:
+                return pickle.loads(frames[0], buffers=frames[1:])
+            return _CheckedUnpickler(io.BytesIO(frames[0]), allowed_global, buffers=frames[1:]).load()
+        except DisallowedGlobalError:
+            raise
         except Exception as exc:
             raise SerializationError(
                 f"Cannot unpickle the stored value: {type(exc).__name__}: {exc}. Was it written "
@@ -86,11 +118,11 @@ class AlignedPickleSerializer(PickleSerializer):
             end += frame.nbytes
         return frames
 
-    def loads(self, frames: list[memoryview]) -> Any:
+    def loads(self, frames: list[memoryview], allowed_global: AllowedGlobal | None = None) -> Any:
         if len(frames) % 2 == 0:
             raise SerializationError(f"A {self.name} object has {len(frames)} frames, where its header, its "
                                      "buffers and a pad between each two make an odd number. Write it again.")
-        return super().loads(frames[0::2])
+        return super().loads(frames[0::2], allowed_global)
 
 
 class Codec(abc.ABC):
@@ -180,7 +212,7 @@ class StreamBytesSerializer(Serializer):
     def dumps(self, obj: Any) -> list[memoryview]:
         return [memoryview(obj).cast("B")]
 
-    def loads(self, frames: list[memoryview]) -> Any:
+    def loads(self, frames: list[memoryview], allowed_global: AllowedGlobal | None = None) -> Any:
         return b"".join(frames)
 
 
@@ -205,7 +237,7 @@ class JsonSerializer(Serializer):
             raise SerializationError(f"{type(obj).__name__} value is not plain JSON ({exc}): store it with "
                                      "the pickle5 serializer") from exc
 
-    def loads(self, frames: list[memoryview]) -> Any:
+    def loads(self, frames: list[memoryview], allowed_global: AllowedGlobal | None = None) -> Any:
         data = b"".join(frames)
         # a long string with nothing escaped: its bytes between the quotes are its UTF-8
         if len(data) >= self.PLAIN_STRING_BYTES and data[:1] == b'"' and data[-1:] == b'"' \

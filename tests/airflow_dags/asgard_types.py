@@ -1,8 +1,13 @@
 """A list and a tuple that downstream tasks ``.expand()`` over, stored element by element (as
 JSON): each mapped instance gets its element, and a task taking both whole gets a real list and
-a real tuple, as the tasks returned them (tests/test_airflow_xcom_semantics.py)."""
+a real tuple, as the tasks returned them (tests/test_airflow_xcom_semantics.py). Over the
+threshold too, a namedtuple and an enum come back as Airflow's serde brings them back inline (a
+tuple, the value), and a data frame with zoned timestamps, pickled, loads under Airflow's default
+``allowed_deserialization_classes``."""
 from __future__ import annotations
 
+import collections
+import enum
 import json
 
 import pendulum
@@ -43,6 +48,29 @@ def asgard_types():
         print("ASGARD-CHECK types ok")
         return len(items)
 
+    @task
+    def make_kinds():
+        Named = collections.namedtuple("Named", "name pad")
+        Size = enum.StrEnum("Size", {"BIG": "b" * 2 * PAD})
+        return {"named": Named("named", "n" * 2 * PAD), "size": Size.BIG}
+
+    @task
+    def make_frame():
+        import numpy as np
+        import pandas as pd
+
+        # random values: over the threshold in any form (Airflow's would be its Parquet, in hex)
+        return pd.DataFrame({"t": pd.date_range("2026-01-01", periods=8192, freq="h", tz="Europe/Paris"),
+                             "v": np.random.default_rng(0).random(8192)})
+
+    @task
+    def use_kinds(kinds, frame):
+        named = kinds["named"]
+        assert type(named) is tuple and named[0] == "named" and kinds["size"] == "b" * 2 * PAD, type(named)
+        assert str(frame["t"].dt.tz) == "Europe/Paris" and len(frame) == 8192, frame.dtypes
+        print("ASGARD-CHECK stored kinds ok")
+
+    use_kinds(make_kinds(), make_frame())
     items, pairs = make_list(), make_tuple()
     use_dict.expand(item=items)
     use_pair.expand(pair=pairs)
