@@ -15,7 +15,8 @@ import importlib
 import types
 from typing import Any
 
-#: built-in and standard-library names a pickle of plain data uses (never eval, getattr, system, ...)
+#: built-in and standard-library names a pickle of plain data uses (never eval, exec, system, ...;
+#: builtins.getattr, which pickles name a class's method with, the unpickler answers itself)
 SAFE_GLOBALS = frozenset(
     [("builtins", n) for n in ("bytes", "bytearray", "complex", "frozenset", "set", "list", "dict", "tuple",
                                "slice", "range", "int", "float", "str", "bool", "object")]
