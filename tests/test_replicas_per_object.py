@@ -108,7 +108,7 @@ def test_a_replica_count_an_output_cannot_take_fails_its_step_with_a_typed_error
     assert "OutputSettingError" in text and "'asgard/replicas'" in text and "[1, 'store', 'auto']" in text, text
 
 
-def test_a_store_set_to_auto_keeps_one_copy_of_what_one_step_reads_and_says_why(cassandra_node):
+def test_a_store_set_to_auto_keeps_one_copy_of_what_one_step_reads_and_says_why(cassandra_node, tmp_path):
     scope = f"run/{uuid.uuid4()}"
     store = CassandraObjectStore(keyspace=KEYSPACE, replication_factor=2, consistency="ONE", replicas="auto")
     values = np.random.default_rng(16).random(1_500_000)
@@ -127,9 +127,9 @@ def test_a_store_set_to_auto_keeps_one_copy_of_what_one_step_reads_and_says_why(
     # a store that keeps its own copies: 'auto' leaves them alone, '1' and other words are refused
     from asgard.resources.stores.local import LocalObjectStore
 
-    assert LocalObjectStore(root=str(uuid.uuid4()), replicas="auto").replicas == "auto"
+    assert LocalObjectStore(root=str(tmp_path / "auto"), replicas="auto").replicas == "auto"
     with pytest.raises(StoreConfigError, match="keeps its own copies"):
-        LocalObjectStore(root=str(uuid.uuid4()), replicas="1")
+        LocalObjectStore(root=str(tmp_path / "one"), replicas="1")
     with pytest.raises(StoreConfigError, match="not one of store, 1, auto"):
         CassandraObjectStore(keyspace=KEYSPACE, replicas="two")
 
