@@ -142,6 +142,6 @@ class XComPlacementCannotServeError(XComTaskSettingError):
 
 __all__ = [
     "XComStoreError", "XComValueMissingError", "XComValueCorruptError", "XComValueTamperedError",
-    "XComValueTooLargeError", "XComClassNotAllowedError", "XComStoreUnavailableError", "XComBackendConfigError", "XComTaskSettingError",
-    "XComPlacementCannotServeError", "describe",
+    "XComValueTooLargeError", "XComClassNotAllowedError", "XComStoreUnavailableError", "XComBackendConfigError",
+    "XComTaskSettingError", "XComPlacementCannotServeError", "describe",
 ]

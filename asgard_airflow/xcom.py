@@ -124,24 +124,30 @@ def _buffer_bytes(value: Any) -> int | None:
     return nbytes if isinstance(nbytes, int) else None
 
 
-_TO_STORE = object()
+class _ToStore:
+    """The value goes to the store; ``form``: Airflow's serialization of it, where the size check made one."""
+
+    def __init__(self, form: Any = None):
+        self.form = form
 
 
 def _inline_form(value: Any, threshold: int) -> Any:
-    """Airflow's own serialization of ``value`` if it is at most ``threshold`` bytes as JSON, else
-    ``_TO_STORE`` (also for values Airflow cannot serialize, and dicts that look like our reference)."""
+    """Airflow's own serialization of ``value`` if it is at most ``threshold`` bytes as JSON, else a
+    :class:`_ToStore` (also for values Airflow cannot serialize, and dicts that look like our reference)."""
     size = _buffer_bytes(value)
     if size is not None and size > threshold:
-        return _TO_STORE
+        return _ToStore()
     if isinstance(value, str) and len(value) + 2 > threshold:  # its JSON has at least a byte a character
-        return _TO_STORE
+        return _ToStore()
     try:
         serialized = BaseXCom.serialize_value(value)
         encoded = json.dumps(serialized, separators=(",", ":"))
     except (TypeError, ValueError, AttributeError, RecursionError):  # not Airflow-serializable: stored
-        return _TO_STORE
-    if len(encoded.encode()) > threshold or is_reference(serialized):
-        return _TO_STORE
+        return _ToStore()
+    if is_reference(serialized):
+        return _ToStore()
+    if len(encoded.encode()) > threshold:
+        return _ToStore(serialized)  # the store writes this form: serde is not run over the value again
     return serialized
 
 
@@ -186,18 +192,25 @@ def _serde_form(value: Any) -> Any:
         raise _NotJson from None
 
 
-def _encode(store: ObjectStore, value: Any) -> Serialized:
-    """What Airflow's serde carries as UTF-8 JSON in its form, so that a stored value comes back as
-    an inline one would; the rest (bytes, arrays, frames, what serde refuses) as a pickle (signed
-    with a signing key)."""
+def _airflow_form(value: Any) -> Any:
+    """Airflow's serialization of ``value``: exact built-ins without serde's recursion (the same form)."""
+    try:
+        return _json_form(value)
+    except _NotJson:
+        return _serde_form(value)
+
+
+def _encode(store: ObjectStore, value: Any, form: Any = None) -> Serialized:
+    """What Airflow's serde carries as UTF-8 JSON in its form (``form``, if made already), so that a
+    stored value comes back as an inline one would; the rest (bytes, arrays, frames, what serde
+    refuses) as a pickle (signed with a signing key)."""
     # pandas frames too: serde's form of one is its Parquet in hex, a pickle's its buffers as they are
     if _buffer_bytes(value) is None and not type(value).__module__.startswith("pandas"):
-        for form in (_json_form, _serde_form):  # the first: exact built-ins, without serde's recursion
-            try:
-                out = store.serialize(form(value), "json")
-                return replace(out, python_type=f"{type(value).__module__}.{type(value).__qualname__}")
-            except (_NotJson, SerializationError):  # SerializationError: NaN, not JSON
-                continue
+        try:
+            out = store.serialize(_airflow_form(value) if form is None else form, "json")
+            return replace(out, python_type=f"{type(value).__module__}.{type(value).__qualname__}")
+        except (_NotJson, SerializationError):  # SerializationError: NaN, not JSON
+            pass
     return store.serialize(value, "pickle5")
 
 
@@ -252,14 +265,14 @@ class CassandraXComBackend(BaseXCom):
         if settings.threshold_bytes < 0:  # -1: never offload, as common-io's backend
             return BaseXCom.serialize_value(value)
         inline = _inline_form(value, settings.threshold_bytes)
-        if inline is not _TO_STORE:
+        if not isinstance(inline, _ToStore):
             return inline
         given = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "key": key}
         where = {name: given[name] or PLACEHOLDERS[name] for name in given}
         where["map_index"] = -1 if map_index is None else int(map_index)
         length = getattr(_mapping, "length", None)
         per_item = length is not None and type(value) in (list, tuple) and len(value) == length
-        return _store(settings, value, where, per_item)
+        return _store(settings, value, where, per_item, None if per_item else inline.form)
 
     @staticmethod
     def deserialize_value(result) -> Any:
@@ -289,13 +302,14 @@ class CassandraXComBackend(BaseXCom):
             log.warning("Could not purge %s (%s); it expires at %s", value.get("uri"), exc, value.get("expires_at"))
 
 
-def _store(settings: Settings, value: Any, where: dict, per_item: bool) -> dict:
-    """Write ``value`` (or each element) as a new object and return the row's reference."""
+def _store(settings: Settings, value: Any, where: dict, per_item: bool, form: Any = None) -> dict:
+    """Write ``value`` (or each element) as a new object and return the row's reference; ``form``:
+    Airflow's serialization of the whole value, where one was made."""
     t0 = time.perf_counter()
     store = configured_store(settings)
     base = object_key(where["dag_id"], where["run_id"], where["task_id"], where["map_index"], where["key"],
                       new_version())
-    pieces = [_encode(store, v) for v in value] if per_item else [_encode(store, value)]
+    pieces = [_encode(store, v) for v in value] if per_item else [_encode(store, value, form)]
     keys = [ObjectKey(base.scope, f"{base.path}/{i}") for i in range(len(pieces))] if per_item else [base]
     for okey, piece in zip(keys, pieces):  # the size guard, before anything (the run's marker too) is written
         if piece.size > store.max_object_bytes:
