@@ -241,6 +241,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
     from asgard.tuner.dataset import DEFAULT_MODEL, Dataset
     from asgard.tuner.anova import key_knobs
     from asgard.tuner.knobs import CLIENT, KNOBS, Configuration
+    from asgard.resources.network import Deployment
     from asgard.tuner.retune import applied_config_file, current_configuration
     from asgard.tuner.surrogates import Surrogate
     from asgard.tuner.validate import recommend
@@ -256,8 +257,9 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
     # the retune job reconfigures the local node (127.0.0.1) as the project runs it, and a profile's
     # own node from outside (keyspace and table options by CQL, as on a user's cluster)
     server_retune = not on_hosts
-    state_file = applied_config_file()
-    saved_state = state_file.read_text() if state_file.exists() else None
+    # the retune job's record of what it applied to this setting's node (a file per ring; none on the hosts)
+    state_file = applied_config_file(Deployment(network).host("cassandra")) if server_retune else None
+    saved_state = state_file.read_text() if state_file is not None and state_file.exists() else None
     with tempfile.TemporaryDirectory(prefix="asgard-bench-day-") as tmp, \
             dg.DagsterInstance.local_temp(tempdir=tmp) as instance:
         day = Day(cfg, network, instance, prices, say)
@@ -357,7 +359,7 @@ def _run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None
             finally:
                 if saved_state is not None:
                     state_file.write_text(saved_state)
-                else:
+                elif state_file is not None:
                     state_file.unlink(missing_ok=True)
     variants = summarize_variants(days)
     variants["best_static"]["config"] = {"io_manager": static_client,

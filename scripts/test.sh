@@ -41,7 +41,7 @@ own_nodes=(tests/test_rolling_retune.py tests/test_cassandra_ring.py tests/test_
   tests/test_patches_differential.py tests/test_ring_orders.py tests/test_tuner_calibration.py tests/test_numa.py
   tests/test_patches_read_repair.py tests/test_unmanaged_cluster.py tests/test_hand_started_cassandra.py
   tests/test_tuner_models.py tests/test_cassandra_auth.py tests/test_cassandra_tls.py tests/test_ring_ca.py
-  tests/test_patch_build.py tests/test_layout.py tests/test_network.py)
+  tests/test_patch_build.py tests/test_layout.py tests/test_network.py tests/test_bench_day_cloud.py)
 for arg in "$@"; do
   if [ -e "${arg%%::*}" ]; then beside=(); fi
 done

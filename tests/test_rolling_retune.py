@@ -27,6 +27,7 @@ from tests.rolling_app_job import (
     KEYSPACE_RF1, KEYSPACE_RF2, RING, expected_outputs, rolling_app_rf1, rolling_app_rf2,
 )
 from asgard.tuner.readback import read_member_configurations
+from asgard.tuner.retune import applied_config_file, current_configuration
 
 # three configurations in a row; each changes at least one restart-only knob (memtable flush
 # writers, chunk cache, commit log segment) of the one before, beside live and table knobs (the
@@ -225,6 +226,9 @@ def test_three_rolling_reconfigurations_under_load_fail_no_run(ring, instance):
                                                                            RING).items():
                 assert {k: config[k] for k in expected} == expected, (member, unreadable)
                 assert outcome["in_force_by_member"][member] == config.non_default()
+            # the retune's record of what it applied is this ring's own file, never the local node's
+            assert applied_config_file(RING[0]) != applied_config_file()
+            assert {k: current_configuration(RING[0])[k] for k in expected} == expected
             reconfigurations.append({"order": order, "members": applied["members"], "windows": windows})
         t_end = time.time()
     finally:

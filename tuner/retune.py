@@ -38,14 +38,25 @@ ASSUMED_RESTART_SECONDS = 15.9
 ASSUMED_LOOKAHEAD_SECONDS = 1800.0
 
 
-def applied_config_file():
-    return run_dir("cassandra") / "applied-config.yaml"
+def applied_config_file(address: str | None = None) -> Path:
+    """The knobs the retune last applied to the ring whose first member is ``address`` (None: the local
+    node, 127.0.0.1): a file per ring, so tuning a profile's node or a user's cluster from this home
+    never rewrites what another ring has in force."""
+    if address in (None, "127.0.0.1"):
+        return run_dir("cassandra") / "applied-config.yaml"
+    return run_dir("cassandra") / f"applied-config-{address}.yaml"
 
 
-def current_configuration():
+def ring_address(ring) -> str:
+    """The first member's address of ``ring`` (a CassandraCluster's, or a single node's)."""
+    members = getattr(ring, "nodes", None)
+    return (members[0] if isinstance(members, list) and members else ring).address
+
+
+def current_configuration(address: str | None = None):
     from asgard.tuner.knobs import Configuration
 
-    path = applied_config_file()
+    path = applied_config_file(address)
     if path.exists():
         return Configuration((yaml.safe_load(path.read_text()) or {}).get("knobs", {}))
     return Configuration()
@@ -111,7 +122,7 @@ def apply_config(ring, store, config, previous, **kw):
     from asgard.tuner.knob_apply import apply
 
     result = apply(ring, store, config, previous=previous, **kw)
-    applied_config_file().write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
+    applied_config_file(ring_address(ring)).write_text(yaml.safe_dump({"knobs": config.as_dict()}, sort_keys=True))
     return result
 
 
