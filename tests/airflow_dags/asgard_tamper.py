@@ -30,6 +30,12 @@ def asgard_tamper():
         run = context["dag_run"]
         folder = object_key(run.dag_id, run.run_id, "produce", -1, "return_value")
         store = configured_store(signed=False)  # an intruder: no signing key
+        if mode == "expire":  # the TTL from now: on a slow machine the value may be gone already (2 s TTL)
+            import time
+
+            time.sleep(store.ttl_seconds + 1.5)
+            print(f"ASGARD-MEDDLE mode={mode}")
+            return
         # every push is its own object: the one produce pushed is the folder's only one
         (path,) = [p for p in store.list_paths(folder.scope) if p.startswith(folder.path + "/")]
         key = type(folder)(folder.scope, path)
@@ -40,10 +46,6 @@ def asgard_tamper():
             store.put(key, b"\x66" * SIZE)
         elif mode == "delete":
             store.delete(key)
-        elif mode == "expire":
-            import time
-
-            time.sleep(store.ttl_seconds + 1.5)
         print(f"ASGARD-MEDDLE mode={mode} key={key}")
 
     @task
