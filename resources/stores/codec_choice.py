@@ -214,7 +214,8 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
         return CodecChoice("none", f"{size} bytes, under {AUTO_MIN_BYTES // MiB} MiB: stored as is", {})
     runnable: list[int] = []
     base_write_mb_s = throughput.write_mb_s
-    trials = try_codecs(sample_of(frames), runnable=runnable)
+    sample = sample_of(frames)
+    trials = try_codecs(sample, runnable=runnable)
     share = share or cpu_share(runnable)
     trials = [under_load(t, share.share) for t in trials]
     if not throughput.measured:  # assumed from an idle machine: as loaded as the codecs now
@@ -231,21 +232,20 @@ def choose_codec(frames: list[memoryview], readers: int, throughput: Throughput,
     # from the lightest codec (CPU a byte, as the trial timed them) to the heaviest, each must save MARGIN
     # over the lighter pick before it: the CPU a heavier one adds is the model's least certain term (a
     # snapshot of a busy machine's share of a core flipped land_logs between lz4 and zstd run to run)
-    pick = "none"
+    pick: CodecTrial | None = None
     for t in sorted(trials, key=lambda t: 1 / t.compress_mb_s + readers / t.decompress_mb_s):
-        if costs[t.codec] < (1 - MARGIN) * costs[pick]:
-            pick = t.codec
+        if costs[t.codec] < (1 - MARGIN) * costs[pick.codec if pick else "none"]:
+            pick = t
     source = "measured here" if throughput.measured else "assumed, not yet measured here"
     seen = [f"{c} puts {f:.2f}x the model" for c, f in sorted(throughput.write_factors.items()) if c in factors]
     store = (f"store {throughput.write_mb_s:.0f}/{throughput.read_mb_s:.0f} MB/s write/read ({source}), "
              f"{share.describe()}" + (f", {', '.join(seen)} here" if seen else ""))
-    if pick != "none":
-        chosen = next(t for t in trials if t.codec == pick)
+    if pick is not None:
         heavier = (f"; {best.codec} {costs[best.codec] * 1000:.0f} ms, not {MARGIN:.0%} better than the lighter "
-                   f"{pick}" if best.codec != pick else "")
-        return CodecChoice(pick, f"{pick} ratio {chosen.ratio:.2f} on a {sample_of(frames).nbytes // 1024} "
-                           f"KiB sample: {costs[pick] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms "
-                           f"as is, for 1 write and {readers} read(s) at {store}{heavier}", costs, writes[pick],
+                   f"{pick.codec}" if best is not pick else "")
+        return CodecChoice(pick.codec, f"{pick.codec} ratio {pick.ratio:.2f} on a {sample.nbytes // 1024} KiB sample: "
+                           f"{costs[pick.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms as is, for 1 "
+                           f"write and {readers} read(s) at {store}{heavier}", costs, writes[pick.codec],
                            base_write_mb_s)
     return CodecChoice("none", f"best codec {best.codec} (ratio {best.ratio:.2f}) would take "
                        f"{costs[best.codec] * 1000:.0f} ms against {costs['none'] * 1000:.0f} ms as is, for 1 write "
