@@ -29,19 +29,20 @@ df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
 #   members and Dagster instance; mostly waiting on gossip, drains and hint deliveries), then the
 #   celery workers on the same hosts' names (tests/test_celery_hosts.py), then the Airflow XCom files
 #   on the suite's node (airflow_keyspace below), so that the three passes end close together;
-# - the files that start nodes of their own on loopback and never touch the suite's node
-#   (own_nodes below: no instance index of theirs is one the main pass starts).
+# - the files that start nodes of their own on loopback (own_nodes below: no instance index of theirs
+#   is one the main pass starts), and the wheel's, whose installs are CPU the main pass has not to wait on
+#   (its runs on the suite's node are dry runs: they change nothing the main pass reads).
 # Their logs follow the main one. With test paths given, pytest runs just those.
 beside=(tests/test_hosts_ring.py tests/test_celery_hosts.py)
 # every file whose DAG runs write to the keyspace asgard_airflow_test, in one process: `asgard airflow
 # purge` drops that keyspace's runs its Airflow home does not know, another process's too
 airflow_keyspace=(tests/test_airflow_xcom.py tests/test_airflow_xcom_semantics.py tests/test_airflow_placement.py
-  tests/test_replicas_per_object.py)
+  tests/test_replicas_per_object.py tests/test_airflow_task_settings.py)
 own_nodes=(tests/test_rolling_retune.py tests/test_cassandra_ring.py tests/test_cassandra_runtime.py
   tests/test_patches_differential.py tests/test_ring_orders.py tests/test_tuner_calibration.py tests/test_numa.py
   tests/test_patches_read_repair.py tests/test_unmanaged_cluster.py tests/test_hand_started_cassandra.py
   tests/test_tuner_models.py tests/test_cassandra_auth.py tests/test_cassandra_tls.py tests/test_ring_ca.py
-  tests/test_patch_build.py tests/test_layout.py tests/test_network.py tests/test_bench_day_cloud.py)
+  tests/test_patch_build.py tests/test_layout.py tests/test_network.py tests/test_bench_day_cloud.py tests/test_wheel.py)
 for arg in "$@"; do
   if [ -e "${arg%%::*}" ]; then beside=(); fi
 done
@@ -54,7 +55,7 @@ if [ ${#beside[@]} -gt 0 ]; then
   beside_pid=$!
   own_log=$(mktemp -t asgard-own-nodes.XXXXXX.log)
   own_xml=$(mktemp -t asgard-own-nodes.XXXXXX.xml)
-  .venv/bin/python -m pytest "$@" -p no:cacheprovider --junitxml="$own_xml" "${own_nodes[@]}" >"$own_log" 2>&1 &
+  ASGARD_TEST_KEEP_KEYSPACE=1 .venv/bin/python -m pytest "$@" -p no:cacheprovider --junitxml="$own_xml" "${own_nodes[@]}" >"$own_log" 2>&1 &
   own_pid=$!
   main_xml=$(mktemp -t asgard-main-pass.XXXXXX.xml)
   set +e

@@ -324,7 +324,7 @@ def test_a_day_on_airflow_across_the_hosts_four_ways(deployment, tmp_path):
     from asgard_bench.day import DayConfig, parse_mix, run_day, summary_json
 
     cfg = DayConfig(settings=["hosts3"], rounds=1, concurrent=2, search_probes=1, out=str(tmp_path), engine="airflow",
-                    mix=parse_mix("etl_columnar:scale=0.05;fanout=3,word_count:scale=0.1;fanout=3"))
+                    mix=parse_mix("etl_columnar:scale=0.05;fanout=2,word_count:scale=0.1;fanout=2"))
     result = run_day(cfg, print)
     print((tmp_path / "day.txt").read_text())
     hosts3 = summary_json(result)["settings"]["hosts3"]
