@@ -80,6 +80,22 @@ def test_jvm_extra_opts_reach_the_server_last_as_cassandra_env_sh_appends_them(n
     assert not any(a.startswith("-Dasgard.extra") for a in argv)
 
 
+def test_the_servers_approximate_clock_is_sampled_every_20_ms(node2):
+    """Cassandra samples its approximate clock (request timeouts, message expiry) every 2 ms by
+    default, a wake-up every 2 ms of every idle node; the launcher sets 20 ms. The node lists
+    the property among those it reads (``system_views.system_properties`` shows Cassandra's own
+    properties only), with the launcher's value."""
+    from asgard.resources.cassandra.node_command import APPROX_CLOCK_PROPERTY
+
+    name, value = APPROX_CLOCK_PROPERTY.removeprefix("-D").split("=")
+    cluster = node2.cql_cluster()
+    try:
+        row = cluster.connect().execute("SELECT value FROM system_views.system_properties WHERE name = %s",
+                                        (name,)).one()
+    finally:
+        cluster.shutdown()
+    assert row is not None and row.value == value == "20", row
+
 def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     """The install step applies resources/cassandra/patches/<version>/*.patch to the release's
     sources and puts the compiled classes first on the instance's classpath: the running JVM
