@@ -23,7 +23,8 @@ export JVM_EXTRA_OPTS="${JVM_EXTRA_OPTS--XX:TieredStopAtLevel=1}"
 df -h . "${TMPDIR:-/tmp}" | sed "s/^/disk: /"
 
 # Three pytest processes at once, as this machine's two cores measured them busy at about two
-# thirds with one (the rest waits on JVM starts, gossip and subprocesses):
+# thirds with one (the rest waits on JVM starts, gossip and subprocesses) and at 90% with three (so
+# moving a test between passes moves the wait; less CPU work is what shortens CI: docs/results/ci-time.txt):
 # - the main pass: every test of the suite's node (127.0.0.1), Redis and MinIO;
 # - the ring across emulated hosts (tests/test_hosts_ring.py: its own namespaces, addresses,
 #   members and Dagster instance; mostly waiting on gossip, drains and hint deliveries), then the
