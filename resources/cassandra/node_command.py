@@ -41,8 +41,8 @@ RUN_IMMEDIATELY_PROPERTY = "-Dasgard.sep_run_immediately=true"
 NATIVE_INLINE_PROPERTY = "-Dasgard.native_inline=true"
 
 # the server's approximate clock (request timeouts, message expiry) is sampled every 2 ms by default:
-# 500 wake-ups a second, about 1 of an idle node's 2.8 CPU-seconds a minute here (docs/results/ci-time.txt);
-# every 20 ms, a timeout fires at most 20 ms late
+# 500 wake-ups a second, about 1 of the 1.7 CPU-seconds a minute an idle lone node spends here (of a ring
+# member's 2.7; docs/results/ci-time.txt). Every 20 ms instead: a timeout fires at most 20 ms late
 APPROX_CLOCK_PROPERTY = "-Dcassandra.approximate_time_precision_ms=20"
 
 # a lone node has no peer to announce its shutdown to, so it skips the 2 s announce sleep
