@@ -96,6 +96,7 @@ def test_the_servers_approximate_clock_is_sampled_every_20_ms(node2):
         cluster.shutdown()
     assert row is not None and row.value == value == "20", row
 
+
 def test_the_node_runs_the_projects_patch_to_cassandra(node2):
     """The install step applies resources/cassandra/patches/<version>/*.patch to the release's
     sources and puts the compiled classes first on the instance's classpath: the running JVM
