@@ -43,7 +43,9 @@ DAGSTER_CELERY = [f"dagster-celery[redis]=={DAGSTER_LIBS}"]
 # celery below 5.7: the provider 3.26.0 imports celery.backends.database.retry, which 5.7.0 removed
 # (`airflow celery worker` fails to start; tests/test_celery_hosts.py starts one per host)
 AIRFLOW_CELERY = ["apache-airflow-providers-celery==3.26.0", "celery[redis]>=5.5,<5.7"]
-TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0", "import-linter==2.16"]
+# uv: scripts/setup.sh's install and test_wheel's fresh environments (seconds where pip took minutes)
+TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0", "import-linter==2.16",
+        "uv>=0.13,<0.14"]
 
 setup(
     name="asgard-dagster",

@@ -34,9 +34,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.asgard-installed
 if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
-  say "pip install -e .[all] (first time: several minutes, torch is large)"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[all]"
+  # uv resolves and installs as pip does, in about 30 s here where pip took several minutes
+  # (torch and its CUDA wheels, 6 GB)
+  say "uv pip install -e .[all] (first time: about a minute, torch is large)"
+  .venv/bin/pip install -q --upgrade pip "uv>=0.13,<0.14"
+  .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[all]"
   touch "$stamp"
 fi
 
