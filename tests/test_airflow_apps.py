@@ -204,3 +204,25 @@ def test_bench_apps_sets_dagster_and_airflow_side_by_side(tmp_path):
     dagster_perf, airflow_perf = (float(x) for x in row.split("|")[5:7])
     assert dagster_perf == round(dagster["cells"][0]["perf_per_usd"]["median"])
     assert airflow_perf == round(airflow["cells"][0]["perf_per_usd"]["median"])
+
+
+def test_parsing_the_shipped_dag_file_imports_no_dagster(home):
+    """Airflow's DagBag (what the dag processor parses with, every 30 s by default) loads the shipped
+    DAG file's DAGs without importing Dagster: a task imports its pipeline's module when it runs
+    (the runs above)."""
+    import subprocess
+    import sys
+
+    from asgard.resources.paths import REPO_ROOT
+
+    dag_file = REPO_ROOT / "pipelines" / "airflow_dags" / "asgard_dags.py"
+    code = ("import json, sys\nfrom airflow.dag_processing.dagbag import DagBag\n"
+            f"bag = DagBag({str(dag_file)!r})\n"
+            "print(json.dumps([sorted(bag.dag_ids), {str(k): v for k, v in bag.import_errors.items()},"
+            " sorted(m for m in sys.modules if m.split('.')[0] == 'dagster')[:5]]))")
+    out = subprocess.run([sys.executable, "-c", code], env=home["env"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    dag_ids, errors, dagster_modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert errors == {} and dag_ids == sorted(["asgard_retune_cassandra"] + [f"asgard_{a}" for a in (
+        "video_analytics", "lightgbm_forest", "word_count", "etl_columnar", "log_analytics")])
+    assert dagster_modules == [], dagster_modules
