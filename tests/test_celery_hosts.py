@@ -174,7 +174,12 @@ def test_one_dag_runs_tasks_execute_on_the_hosts_through_airflows_celery_executo
     for task_id, (hostname, _, _) in tasks.items():
         host = next(h for h in hosts if h.address == hostname)
         log = host.root / "airflow" / "logs" / "dag_id=asgard_hosts_check" / f"run_id={run_id}" / f"task_id={task_id}" / "attempt=1.log"
-        assert f"ASGARD-HOST {host.name}" in log.read_text(), (task_id, log)
+        text = log.read_text()
+        assert f"ASGARD-HOST {host.name}" in text, (task_id, log)
+        # the worker imported what its tasks use before it forked them (asgard.pipelines.airflow_task_preload):
+        # the task's process imported no installed module of its own
+        after = re.search(r"ASGARD-PRELOAD imported after the fork: (\[.*?\])", text.replace('\\"', '"'))
+        assert after and json.loads(after.group(1)) == [], (task_id, after and after.group(1), text[-3000:])
 
 
 def test_one_runs_steps_execute_on_the_hosts_and_read_each_others_outputs(deployment, dagster_instance):

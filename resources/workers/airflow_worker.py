@@ -34,6 +34,17 @@ from .celery_worker import CeleryWorker
 
 #: the deployment's airflow_local_settings.py (asgard_airflow.task_routing, on [asgard] host_queues)
 ROUTING_POLICY = "from asgard_airflow.task_routing import task_instance_mutation_hook  # noqa: F401\n"
+#: a worker's airflow_local_settings.py: the module its tasks would import after the fork, imported
+#: once when celery starts the worker, before its pool forks (each task's process is forked from it)
+WORKER_PRELOAD = """from celery.signals import worker_init
+
+
+@worker_init.connect
+def _preload(**_):
+    import importlib
+
+    importlib.import_module({module!r})
+"""
 
 API_PORT = 8080
 #: the queue every worker takes besides its host's (Airflow's ``[operators] default_queue``)
@@ -114,6 +125,8 @@ class AirflowCeleryWorker(CeleryWorker):
         netns: the host's namespace.
         airflow_home: its ``AIRFLOW_HOME`` (its tasks' logs), on the host's own root.
         concurrency: tasks the worker runs at once.
+        preload: a module the worker imports before it forks any task (what its tasks import
+            after the fork, e.g. ``asgard.pipelines.airflow_task_preload``), or None.
     """
 
     start_timeout = 120.0
@@ -121,20 +134,29 @@ class AirflowCeleryWorker(CeleryWorker):
     shared_queue = DEFAULT_QUEUE
 
     def __init__(self, host: str, address: str, environment: dict[str, str], netns: str | None = None,
-                 airflow_home: Path | None = None, concurrency: int = 1, workdir: Path | None = None):
+                 airflow_home: Path | None = None, concurrency: int = 1, workdir: Path | None = None,
+                 preload: str | None = None):
         super().__init__(f"airflow-worker-{host}", workdir or run_dir("workers", host, "airflow"), host,
                          environment["AIRFLOW__CELERY__BROKER_URL"], environment["AIRFLOW__CELERY__RESULT_BACKEND"],
                          netns=netns, concurrency=concurrency)
         self.address = address
         self.airflow_environment = dict(environment)
         self.airflow_home = Path(airflow_home) if airflow_home else self.workdir / "airflow_home"
+        self.preload = preload
 
     def environment(self) -> dict[str, str]:
         return {**os.environ, **self.airflow_environment, "AIRFLOW_HOME": str(self.airflow_home),
                 HOST_ADDRESS_VARIABLE: self.address}
 
     def prepare(self) -> None:
-        self.airflow_home.mkdir(parents=True, exist_ok=True)
+        # Airflow imports $AIRFLOW_HOME/config/airflow_local_settings.py in every process on this home:
+        # the worker, and its tasks (forked from it)
+        settings = self.airflow_home / "config" / "airflow_local_settings.py"
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        if self.preload:
+            settings.write_text(WORKER_PRELOAD.format(module=self.preload))
+        else:
+            settings.unlink(missing_ok=True)
 
     def command(self) -> list[str]:
         return [AIRFLOW, "celery", "worker", "-H", self.node_name, "-q", ",".join(self.queues),

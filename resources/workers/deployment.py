@@ -42,6 +42,8 @@ AIRFLOW_API_PORT = 8080  # the hosts' MinIO (the S3 peers), not the loopback one
 RING_KEYSPACE = "asgard_hosts"
 #: the DAGs the Airflow workers run by default: the project's (the paper's applications)
 DEFAULT_AIRFLOW_DAGS = Path(__file__).resolve().parents[2] / "pipelines" / "airflow_dags"
+#: what the tasks of those DAGs import, imported by each Airflow worker before it forks them
+AIRFLOW_TASK_PRELOAD = "asgard.pipelines.airflow_task_preload"
 #: Airflow's broker and result backend: databases of their own on the broker's Redis (dagster-celery's
 #: 0 and 1 hold queues of the same names, which a dagster worker would take from)
 AIRFLOW_BROKER_DB, AIRFLOW_BACKEND_DB = 2, 3
@@ -212,7 +214,8 @@ class EmulatedDeployment:
         return [AirflowCeleryWorker(host.name, host.address, {**environment, **host.environment()},
                                     netns=host.netns, airflow_home=host.root / "airflow",
                                     concurrency=self.worker_concurrency,
-                                    workdir=self.state_dir() / "workers" / host.name / "airflow")
+                                    workdir=self.state_dir() / "workers" / host.name / "airflow",
+                                    preload=AIRFLOW_TASK_PRELOAD if self.airflow_dags == str(DEFAULT_AIRFLOW_DAGS) else None)
                 for host in self.hosts.hosts]
 
     def agents(self) -> list:
