@@ -61,15 +61,24 @@ def test_a_steps_process_imports_no_library_the_forkserver_has_not(cassandra_nod
                       + ", ".join(f"{package} ({len(pids)} of {len(steps)} steps)" for package, pids in sorted(late.items())))
 
 
+#: the Airflow workers' preload on the emulated hosts (resources/workers/airflow_worker.py), the same kind of list
+AIRFLOW_PRELOAD_MODULE = TESTS.parent / "pipelines" / "airflow_task_preload.py"
+
+
+def _named(path: Path) -> list[tuple[str, str]]:
+    return [(path.name, alias.name) for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Import)
+            for alias in node.names]
+
+
 @pytest.mark.fast
-@pytest.mark.parametrize("module", sorted(
-    alias.name for node in ast.walk(ast.parse(PRELOAD_MODULE.read_text())) if isinstance(node, ast.Import)
-    for alias in node.names))
-def test_each_module_the_preload_names_is_still_there(module):
+@pytest.mark.parametrize("preload, module", sorted(_named(PRELOAD_MODULE) + _named(AIRFLOW_PRELOAD_MODULE)))
+def test_each_module_the_preload_names_is_still_there(preload, module):
     """The forkserver skips a preload module that fails to import, silently, and every step would import
-    its rest again: each name (Dagster's private modules among them) is checked here, by name."""
+    its rest again; an Airflow worker whose preload fails does not start. Each name (Dagster's and
+    Airflow's private modules among them) is checked here, by name."""
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        pytest.fail(f"{module} (pipelines/forkserver_preload.py) is gone from the installed release: re-check what a "
-                    f"step's process imports (tests/test_forkserver_preload.py says which) and update the list ({exc})")
+        pytest.fail(f"{module} (pipelines/{preload}) is gone from the installed release: re-check what a step's or a "
+                    f"task's process imports (tests/test_forkserver_preload.py, tests/test_celery_hosts.py say which) "
+                    f"and update the list ({exc})")
