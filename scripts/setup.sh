@@ -34,11 +34,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.asgard-installed
 if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
-  # uv resolves and installs as pip does, in about 30 s here where pip took several minutes
-  # (torch and its CUDA wheels, 6 GB)
+  # uv resolves and installs as pip does, in about a minute here where pip took several (torch and its
+  # CUDA wheels, 6 GB); --compile-bytecode as pip does: with PYTHONDONTWRITEBYTECODE set (as on this
+  # machine) nothing writes a .pyc later, and every process would compile every module it imports
   say "uv pip install -e .[all] (first time: about a minute, torch is large)"
   .venv/bin/pip install -q --upgrade pip "uv>=0.13,<0.14"
-  .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[all]"
+  .venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python -e ".[all]"
   touch "$stamp"
 fi
 

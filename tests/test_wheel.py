@@ -179,8 +179,10 @@ def _fresh_env(request, tmp_path_factory, wheel: Path, extras: str) -> dict:
     python = env_dir / "bin" / "python"
     started = time.monotonic()
     # uv installs into the new environment (--python), from PyPI and uv's cache; no .pth, no
-    # --no-deps: a dependency missing from the wheel's metadata fails here or below
-    out = subprocess.run([find_uv_bin(), "pip", "install", "--python", str(python), f"{wheel}[{extras}]"],
+    # --no-deps: a dependency missing from the wheel's metadata fails here or below. Compiled as pip
+    # does: with PYTHONDONTWRITEBYTECODE set nothing would, and each process would compile its imports
+    out = subprocess.run([find_uv_bin(), "pip", "install", "--compile-bytecode", "--python", str(python),
+                          f"{wheel}[{extras}]"],
                          env=_clean_env(), capture_output=True, text=True, timeout=INSTALL_TIMEOUT, cwd=where)
     seconds = time.monotonic() - started
     assert out.returncode == 0, f"uv pip install {wheel.name}[{extras}] failed:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
