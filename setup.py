@@ -43,7 +43,7 @@ DAGSTER_CELERY = [f"dagster-celery[redis]=={DAGSTER_LIBS}"]
 # celery below 5.7: the provider 3.26.0 imports celery.backends.database.retry, which 5.7.0 removed
 # (`airflow celery worker` fails to start; tests/test_celery_hosts.py starts one per host)
 AIRFLOW_CELERY = ["apache-airflow-providers-celery==3.26.0", "celery[redis]>=5.5,<5.7"]
-# uv: scripts/setup.sh's install and test_wheel's fresh environments (seconds where pip took minutes)
+# uv: scripts/setup.sh's install and test_wheel's fresh environments (a minute where pip took several)
 TEST = ["pytest>=8.0", "pytest-timeout>=2.3", "hypothesis>=6.100", "selenium==4.51.0", "import-linter==2.16",
         "uv>=0.13,<0.14"]
 
