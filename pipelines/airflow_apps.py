@@ -84,6 +84,8 @@ class _Pipeline:
     def __getattr__(self, attr: str) -> Any:
         import importlib
 
+        if attr.startswith("__"):  # copy's and pickle's probes: no import for them
+            raise AttributeError(attr)
         return getattr(importlib.import_module(f"asgard.pipelines.{self._name}"), attr)
 
 
