@@ -11,7 +11,7 @@ projects) against the real node:
   the tuner and the CLI imported, ``asgard tune recommend``.
 
 Each environment is installed once per module (``uv pip install``, PyPI and uv's cache: pip took
-1-2.5 min and about 160 CPU-s an install here, uv 4 s and about 35 CPU-s with its bytecode compiled;
+1-2.5 min and about 160 CPU-s an install here, uv 16-20 s and about 35 CPU-s, its bytecode compiled;
 docs/results/ci-time.txt), and ``pip check``
 checks it; the time of each install is printed in the terminal summary."""
 from __future__ import annotations
