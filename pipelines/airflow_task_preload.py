@@ -73,3 +73,19 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
+
+
+def imported_since_fork() -> list[str]:
+    """The installed modules this process imported since it was forked: not the standard library's,
+    nor a DAG file Airflow loads under its own ``unusual_prefix_`` name."""
+    from importlib.util import find_spec
+
+    def installed(name: str) -> bool:
+        if name.split(".")[0] in sys.stdlib_module_names or name.startswith("unusual_prefix_"):
+            return False
+        try:
+            return find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+    return sorted(m for m in set(sys.modules) - FORKED_WITH if installed(m))

@@ -33,23 +33,12 @@ def _imported_after_fork() -> None:
     worker's preload, asgard.pipelines.airflow_task_preload, records what it had at the fork)."""
     import json
     import sys
-    from importlib.util import find_spec
 
     preload = sys.modules.get("asgard.pipelines.airflow_task_preload")
     if preload is None:
         print("ASGARD-PRELOAD none")
         return
-
-    def installed(name: str) -> bool:
-        if name.split(".")[0] in sys.stdlib_module_names or name.startswith("unusual_prefix_"):
-            return False  # the standard library's, and the DAG file itself as Airflow names it
-        try:
-            return find_spec(name) is not None
-        except (ImportError, ValueError):
-            return False
-
-    after = sorted(m for m in set(sys.modules) - preload.FORKED_WITH if installed(m))
-    print(f"ASGARD-PRELOAD imported after the fork: {json.dumps(after)}")
+    print(f"ASGARD-PRELOAD imported after the fork: {json.dumps(preload.imported_since_fork())}")
 
 
 @dag(dag_id="asgard_hosts_check", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False)

@@ -149,8 +149,8 @@ class AirflowCeleryWorker(CeleryWorker):
                 HOST_ADDRESS_VARIABLE: self.address}
 
     def prepare(self) -> None:
-        # Airflow imports $AIRFLOW_HOME/config/airflow_local_settings.py in every process on this home:
-        # the worker, and its tasks (forked from it)
+        # Airflow imports $AIRFLOW_HOME/config/airflow_local_settings.py in each process it starts on this
+        # home: here the worker, whose tasks' processes are forked from it
         settings = self.airflow_home / "config" / "airflow_local_settings.py"
         settings.parent.mkdir(parents=True, exist_ok=True)
         if self.preload:
