@@ -102,3 +102,13 @@ def dagster_instance(tmp_path):
     home.mkdir()
     with DagsterInstance.local_temp(tempdir=str(home)) as instance:
         yield instance
+
+
+@pytest.fixture(scope="module")
+def forked_steps():
+    """A module whose jobs fork their steps from a forkserver (tests/forkserver_steps.py): no forkserver of its
+    is left to the modules after it."""
+    from tests.forkserver_steps import stop_forkserver
+
+    yield
+    stop_forkserver()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from dagster import DynamicOut, DynamicOutput, job, multiprocess_executor, op
+from dagster import DynamicOut, DynamicOutput, job, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
+from tests.forkserver_steps import FORKSERVER_EXECUTOR
 
 KEYSPACE = "asgard_rf2"
 PIECES = 8
@@ -45,6 +46,6 @@ def gather(parts) -> int:
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(
         contact_points=["127.0.0.11", "127.0.0.12", "127.0.0.13"], keyspace=KEYSPACE, replication_factor=2,
         consistency="ONE"))},
-     executor_def=multiprocess_executor.configured({"max_concurrent": 2}))
+     executor_def=FORKSERVER_EXECUTOR)  # its runs go through forkserver_with_this_environment
 def ring_fault_job():
     gather(scatter().map(work).collect())

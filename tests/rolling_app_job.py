@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from dagster import Config, DynamicOut, DynamicOutput, job, multiprocess_executor, op
+from dagster import Config, DynamicOut, DynamicOutput, job, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
+from tests.forkserver_steps import FORKSERVER_EXECUTOR
 
 RING = ["127.0.0.16", "127.0.0.17"]
 KEYSPACE_RF2, KEYSPACE_RF1 = "asgard_rolling", "asgard_rolling_rf1"
@@ -66,7 +67,7 @@ def _io_manager(keyspace: str, rf: int) -> CassandraIOManager:
     return CassandraIOManager(cassandra=CassandraResource(contact_points=RING, keyspace=keyspace, replication_factor=rf))
 
 
-EXECUTOR = multiprocess_executor.configured({"max_concurrent": 2})
+EXECUTOR = FORKSERVER_EXECUTOR  # its runs go through forkserver_with_this_environment
 
 
 # module-level jobs: the multiprocess executor reconstructs them in each step's process

@@ -14,6 +14,7 @@ from asgard.resources.cassandra.nodetool import ring_status
 
 from .driver_view import wait_driver_sees
 
+pytestmark = pytest.mark.usefixtures("forked_steps")
 MiB = 1024 * 1024
 
 
@@ -117,12 +118,14 @@ def test_a_fan_out_run_survives_an_instance_killed_mid_run_with_rf2(ring, dagste
 
     from dagster import execute_job, reconstructable
 
+    from tests.forkserver_steps import forkserver_with_this_environment
     from tests.ring_fault_job import ring_fault_job
 
     victim = ring.nodes[1]
     outcome = {}
 
     def run():
+        forkserver_with_this_environment()
         with execute_job(reconstructable(ring_fault_job), instance=dagster_instance) as result:
             outcome["success"] = result.success
             outcome["total"] = result.output_for_node("gather") if result.success else None

@@ -82,3 +82,47 @@ def test_each_module_the_preload_names_is_still_there(preload, module):
         pytest.fail(f"{module} (pipelines/{preload}) is gone from the installed release: re-check what a step's or a "
                     f"task's process imports (tests/test_forkserver_preload.py, tests/test_celery_hosts.py say which) "
                     f"and update the list ({exc})")
+
+
+@pytest.mark.fast
+def test_the_private_names_the_suites_forkserver_restart_uses_are_there():
+    """tests/forkserver_steps.py stops Python's forkserver through private names (it has no public stop)."""
+    import multiprocessing.forkserver as forkserver
+
+    server = forkserver._forkserver
+    assert isinstance(server, forkserver.ForkServer) and callable(server._stop) and callable(server.ensure_running)
+    assert hasattr(server, "_forkserver_pid") and hasattr(server, "_preload_modules")
+
+
+ENV_RUNS = """
+import os, sys
+from dagster import DagsterInstance, execute_job, reconstructable
+from tests.forkserver_steps import forkserver_with_this_environment, stop_forkserver
+import multiprocessing.forkserver as fs
+from tests.forkserver_env_job import env_job
+if __name__ == "__main__":
+    seen, servers = [], []
+    with DagsterInstance.local_temp() as instance:
+        for value in ("one", "one", "two"):
+            os.environ["ASGARD_FORKED_STEP_PROBE"] = value
+            forkserver_with_this_environment()
+            servers.append(fs._forkserver._forkserver_pid)
+            with execute_job(reconstructable(env_job), instance=instance) as result:
+                assert result.success
+                seen.append(result.output_for_node("probe"))
+        stop_forkserver()
+        servers.append(fs._forkserver._forkserver_pid)
+    print("SEEN", seen, "SAME", servers[0] == servers[1], "NEW", servers[1] != servers[2], "STOPPED", servers[3] is None)
+"""
+
+
+def test_a_forked_step_sees_the_environment_its_run_started_under(tmp_path):
+    """A forkserver keeps the environment it started with; the suite's helper starts another when a run's
+    differs, so a test that sets a variable for its runs reaches their steps (a real run, forked steps)."""
+    script = tmp_path / "env_runs.py"
+    script.write_text(ENV_RUNS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    line = next(l for l in out.stdout.splitlines() if l.startswith("SEEN"))
+    assert line == "SEEN ['one', 'one', 'two'] SAME True NEW True STOPPED True", line

@@ -23,11 +23,14 @@ from asgard_dagster.retune import make_retune_job
 from asgard.resources.cassandra import CassandraCluster
 from asgard.resources.stores import ObjectKey
 from asgard.resources.stores.cql import CassandraObjectStore
+from tests.forkserver_steps import forkserver_with_this_environment
 from tests.rolling_app_job import (
     KEYSPACE_RF1, KEYSPACE_RF2, RING, expected_outputs, rolling_app_rf1, rolling_app_rf2,
 )
 from asgard.tuner.readback import read_member_configurations
 from asgard.tuner.retune import applied_config_file, current_configuration
+
+pytestmark = pytest.mark.usefixtures("forked_steps")
 
 # three configurations in a row; each changes at least one restart-only knob (memtable flush
 # writers, chunk cache, commit log segment) of the one before, beside live and table knobs (the
@@ -61,6 +64,7 @@ def instance(tmp_path_factory):
 def run_app(instance, job, salt: int, **scatter) -> dict:
     """One application run on the multiprocess executor; its outcome."""
     config = {"ops": {"scatter": {"config": {"salt": salt, **scatter}}}}
+    forkserver_with_this_environment()
     t0 = time.time()
     with execute_job(reconstructable(job), instance=instance, run_config=config) as result:
         failures = [failure_text(e) for e in result.all_events if e.is_step_failure or e.is_run_failure]
