@@ -5,6 +5,7 @@ import numpy as np
 from dagster import In, Out, job, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
+from tests.forkserver_steps import FORKSERVER_EXECUTOR  # runs go through forkserver_with_this_environment
 
 ROWS = 500_000  # 4 MiB of floats: 4 chunks of 1 MiB, over the 2 MiB kept inline in a manifest
 
@@ -42,7 +43,7 @@ def total_plain(data: np.ndarray) -> float:
     return float(data.sum())
 
 
-@job(resource_defs=_resources())
+@job(resource_defs=_resources(), executor_def=FORKSERVER_EXECUTOR)
 def chunk_reads_job():
     data = broadcast()
     total_inherits(data)
@@ -55,6 +56,6 @@ def total_misnamed(data: np.ndarray) -> float:
     return float(data.sum())
 
 
-@job(resource_defs=_resources())
+@job(resource_defs=_resources(), executor_def=FORKSERVER_EXECUTOR)
 def misnamed_chunk_reads_job():
     total_misnamed(plain())

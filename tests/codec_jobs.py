@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
-from dagster import DynamicOut, DynamicOutput, Out, Output, job, multiprocess_executor, op
+from dagster import DynamicOut, DynamicOutput, Out, Output, job, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
+from tests.forkserver_steps import FORKSERVER_EXECUTOR  # runs go through forkserver_with_this_environment
 
 ROWS = 2_000_000
 
@@ -48,7 +49,7 @@ def mean(values: np.ndarray) -> float:
 
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
                                                    codec="auto")},
-     executor_def=multiprocess_executor)
+     executor_def=FORKSERVER_EXECUTOR)
 def codec_per_output_job():
     data = columns()  # read by three steps: a broadcast
     count_a(data)
@@ -87,7 +88,7 @@ def total(values: list) -> int:
 
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
                                                    codec="auto")},
-     executor_def=multiprocess_executor)
+     executor_def=FORKSERVER_EXECUTOR)
 def broadcast_to_mapped_job():
     parts, lookup = scatter()
     total(parts.map(lambda p: lookup_part(p, lookup)).collect())
@@ -107,6 +108,6 @@ def orders_amount(table) -> float:
 
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
                                                    codec="lz4")},
-     executor_def=multiprocess_executor)
+     executor_def=FORKSERVER_EXECUTOR)
 def numeric_table_job():
     orders_amount(orders_table())

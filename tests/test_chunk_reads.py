@@ -10,6 +10,9 @@ import pytest
 from dagster import execute_job, reconstructable
 
 from .chunk_reads_jobs import chunk_reads_job, misnamed_chunk_reads_job, values
+from .forkserver_steps import forkserver_with_this_environment
+
+pytestmark = pytest.mark.usefixtures("forked_steps")
 
 
 def _input_metadata(result, step: str) -> dict:
@@ -18,6 +21,7 @@ def _input_metadata(result, step: str) -> dict:
 
 
 def test_each_edge_reads_its_chunks_as_its_output_or_input_says(cassandra_node, dagster_instance):
+    forkserver_with_this_environment()
     with execute_job(reconstructable(chunk_reads_job), instance=dagster_instance) as result:
         assert result.success
         totals = {s: result.output_for_node(s) for s in ("total_inherits", "total_overrides", "total_plain")}
@@ -36,6 +40,7 @@ def test_each_edge_reads_its_chunks_as_its_output_or_input_says(cassandra_node, 
 
 
 def test_a_chunk_reads_that_is_no_choice_fails_the_reading_step_with_a_typed_error(cassandra_node, dagster_instance):
+    forkserver_with_this_environment()
     with execute_job(reconstructable(misnamed_chunk_reads_job), instance=dagster_instance,
                      raise_on_error=False) as result:
         assert not result.success

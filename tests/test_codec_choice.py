@@ -12,6 +12,9 @@ from asgard.resources.stores.codec_choice import Throughput, ThroughputRecord, c
 from asgard.resources.stores.serde import CODECS
 
 from .codec_jobs import ROWS, broadcast_to_mapped_job, codec_per_output_job, misnamed_codec_job, numeric_table_job
+from .forkserver_steps import forkserver_with_this_environment
+
+pytestmark = pytest.mark.usefixtures("forked_steps")
 
 #: the codecs that compress (a choice of one of them is a choice to compress)
 COMPRESSING = tuple(sorted(set(CODECS) - {"none"}))
@@ -26,6 +29,7 @@ def _stored(result, step: str, output: str = "result") -> dict:
 
 def test_each_output_gets_the_codec_that_pays_for_it(cassandra_node, dagster_instance, tmp_path, monkeypatch):
     monkeypatch.setenv("ASGARD_HOME", str(tmp_path))  # a throughput record of this test's own
+    forkserver_with_this_environment()
     with execute_job(reconstructable(codec_per_output_job), instance=dagster_instance) as result:
         assert result.success
         columns, noise, forced = (_stored(result, s) for s in ("columns", "noise", "noise_forced_zstd"))
@@ -56,6 +60,7 @@ def test_an_arrow_table_of_numeric_columns_stored_with_blosc_lz4_comes_back_whol
     from asgard.pipelines.etl_columnar import orders_partition
     from asgard.resources.stores.serde import get_serializer
 
+    forkserver_with_this_environment()
     with execute_job(reconstructable(numeric_table_job), instance=dagster_instance) as result:
         assert result.success
         table = orders_partition(1 / 64, 1, 0, 0)
@@ -75,6 +80,7 @@ def test_a_broadcast_to_a_mapped_op_is_weighed_by_the_fan_out_its_last_run_had(c
     monkeypatch.setenv("ASGARD_HOME", str(tmp_path))
     reasons = []
     for _ in range(2):
+        forkserver_with_this_environment()
         with execute_job(reconstructable(broadcast_to_mapped_job), instance=dagster_instance) as result:
             assert result.success and result.output_for_node("total") == sum(
                 int(v) for v in np.random.default_rng(6).integers(0, 4, ROWS).astype(np.int64)[:3])
