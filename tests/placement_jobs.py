@@ -4,9 +4,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from dagster import In, Nothing, Out, executor, job, multiprocess_executor, op
+from dagster import In, Nothing, Out, executor, job, op
 
 from asgard_dagster import CassandraIOManager, CassandraResource
+from tests.forkserver_steps import FORKSERVER_EXECUTOR  # runs go through forkserver_with_this_environment
 
 ROWS = 500_000  # 4 MiB of floats: 4 chunks of 1 MiB, over the 2 MiB kept inline in a manifest
 
@@ -79,7 +80,7 @@ def total_after_damage(values: np.ndarray) -> float:
     return float(values.sum())
 
 
-@job(resource_defs={"io_manager": _io_manager("auto")}, executor_def=multiprocess_executor)
+@job(resource_defs={"io_manager": _io_manager("auto")}, executor_def=FORKSERVER_EXECUTOR)
 def placement_job():
     data = shared()
     total.alias("total_a")(data)
@@ -124,6 +125,6 @@ def misnamed_placement_job():
 
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=CassandraResource(keyspace="asgard_test"),
                                                      placement="auto", codec="auto")},
-     executor_def=multiprocess_executor)
+     executor_def=FORKSERVER_EXECUTOR)
 def one_reader_job():
     total(single())  # a 1:1 edge: whether a copy pays turns on how fast the store reads here

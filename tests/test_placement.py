@@ -16,7 +16,10 @@ from asgard.resources.stores import ObjectKey
 from asgard.resources.stores.cql import CassandraObjectStore
 from asgard.resources.stores.local_copy import LocalCopies
 
+from .forkserver_steps import forkserver_with_this_environment
 from .placement_jobs import misnamed_placement_job, placement_job, unservable_placement_job, values
+
+pytestmark = pytest.mark.usefixtures("forked_steps")
 
 
 def _metadata(result, kind: str, step: str) -> dict:
@@ -28,6 +31,7 @@ def _metadata(result, kind: str, step: str) -> dict:
 def test_readers_on_the_producers_host_read_its_local_copy_and_the_ring_keeps_every_output(
         cassandra_node, dagster_instance, tmp_path, monkeypatch):
     monkeypatch.setenv("ASGARD_HOME", str(tmp_path / "host"))  # this host's root: its copies, its own
+    forkserver_with_this_environment()
     with execute_job(reconstructable(placement_job), instance=dagster_instance) as result:
         assert result.success
         run_id = result.run_id
@@ -96,6 +100,7 @@ def test_a_one_reader_edge_gets_a_copy_where_the_stores_measured_reads_are_slow_
     monkeypatch.setenv("ASGARD_HOME", str(tmp_path / "host"))
     store_id = CassandraObjectStore(keyspace="asgard_test").identity()
     ThroughputRecord().observe(store_id, "read", 64 << 20, 64 / store_mib_s)  # an earlier step's read, as measured
+    forkserver_with_this_environment()
     with execute_job(reconstructable(one_reader_job), instance=dagster_instance) as result:
         assert result.success
         out = _metadata(result, "HANDLED_OUTPUT", "single")
