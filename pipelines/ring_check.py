@@ -1,7 +1,8 @@
 """A fan-out/fan-in job that checks a ring across hosts (tests/test_hosts_ring.py, ``asgard bench
 nemesis``): replication factor 3 at LOCAL_QUORUM, over TLS with the ring's login. Where the ring is comes from the
-environment the caller sets (step processes inherit it): ASGARD_RING_CONTACTS, ASGARD_RING_CA,
-ASGARD_RING_USER, ASGARD_RING_PASSWORD. Every mapped step checks the bytes it read."""
+environment the caller sets before its first run: ASGARD_RING_CONTACTS, ASGARD_RING_CA, ASGARD_RING_USER,
+ASGARD_RING_PASSWORD. Each step's process forks from the executor's forkserver, started by the process's first
+run, and has the environment that server started with. Every mapped step checks the bytes it read."""
 from __future__ import annotations
 
 import os
@@ -56,7 +57,12 @@ def _connection() -> CassandraResource:
         ssl_ca_file=os.environ.get("ASGARD_RING_CA"), ride_through_seconds=120.0)
 
 
+# forked steps: a spawned one imports Dagster and the driver itself, about 4.5 CPU-s on 2 cores, and a nemesis
+# loops runs for many minutes beside the ring it checks (docs/results/ci-time.txt)
 @job(resource_defs={"io_manager": CassandraIOManager(cassandra=_connection())},
-     executor_def=multiprocess_executor.configured({"max_concurrent": 2}))
+     executor_def=multiprocess_executor.configured(
+         {"max_concurrent": 2, "start_method": {"forkserver": {"preload_modules": [
+             "asgard.pipelines.ring_check", "asgard.pipelines.forkserver_preload"]}}},
+         name="multiprocess_forkserver_2"))
 def hosts_ring_job():
     gather(scatter().map(work).collect())

@@ -18,6 +18,8 @@ from asgard.resources.cassandra.hosts import emulated_host_ring
 from asgard.resources.numa import numa_nodes
 from asgard.resources.stores import ObjectKey, StoreUnavailableError
 
+pytestmark = pytest.mark.usefixtures("forked_steps")
+
 
 @pytest.fixture(scope="module")
 def hosts_and_ring():
@@ -57,7 +59,9 @@ def _run_job(instance, outcome: dict):
     from dagster import execute_job, reconstructable
 
     from asgard.pipelines.ring_check import hosts_ring_job
+    from tests.forkserver_steps import forkserver_with_this_environment
 
+    forkserver_with_this_environment()  # a test sets ASGARD_RING_STEP_SLEEP for its runs
     with execute_job(reconstructable(hosts_ring_job), instance=instance) as result:
         outcome["success"] = result.success
         outcome["run_id"] = result.run_id
@@ -208,7 +212,9 @@ def test_a_nemesis_during_reconfigurations_fails_no_run_and_never_takes_two_memb
     packets dropped, a host restarted), at random, while runs loop and the retune reconfigures the
     ring at least three times (``asgard bench nemesis`` with 1 fault per kind)."""
     from asgard_bench.nemesis import FAULT_KINDS, nemesis_on
+    from tests.forkserver_steps import forkserver_with_this_environment
 
+    forkserver_with_this_environment()  # the bench's runs fork from it (one a test before left may have another)
     # a time limit under the test's: an order that never ends fails here, with the agents' logs
     rep = nemesis_on(ring, hosts.hosts[:3], dagster_instance, faults_per_kind=1, reconfigurations=3,
                      seed=int(os.environ.get("ASGARD_NEMESIS_SEED", "1")), time_limit=1200,
