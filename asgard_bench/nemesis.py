@@ -368,7 +368,9 @@ def nemesis_on(ring, hosts: list, instance, faults_per_kind: int = 1, reconfigur
     env = {"ASGARD_RING_CONTACTS": ",".join(m.address for m in ring.members),
            "ASGARD_RING_CA": str(ring.ring_ca / "ca.pem"), "ASGARD_RING_USER": "asgard_admin",
            "ASGARD_RING_PASSWORD": ring.superuser_password().strip()}
-    os.environ.update(env)  # the runs' steps inherit it
+    # the runs' steps inherit it: they fork from a server the process's first run of the ring check starts (a
+    # caller that ran it before with another ring restarts that server first, as tests/test_hosts_ring.py does)
+    os.environ.update(env)
     agents = [ring.agent_process(h) for h in hosts]
     for agent in agents:
         agent.start_timeout = 300.0  # a host restart: its member starts before the agent says ready

@@ -214,7 +214,7 @@ def test_a_nemesis_during_reconfigurations_fails_no_run_and_never_takes_two_memb
     from asgard_bench.nemesis import FAULT_KINDS, nemesis_on
     from tests.forkserver_steps import forkserver_with_this_environment
 
-    forkserver_with_this_environment()  # the bench's runs fork from it (one a test before left may have another)
+    forkserver_with_this_environment()  # the bench's runs fork from it (the module's ring: the environment it sets)
     # a time limit under the test's: an order that never ends fails here, with the agents' logs
     rep = nemesis_on(ring, hosts.hosts[:3], dagster_instance, faults_per_kind=1, reconfigurations=3,
                      seed=int(os.environ.get("ASGARD_NEMESIS_SEED", "1")), time_limit=1200,
