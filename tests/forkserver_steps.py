@@ -1,7 +1,7 @@
 """The suite's multiprocess jobs with their steps forked from a forkserver that has imported Dagster and the
 pipelines' libraries (:data:`asgard.pipelines.jobs.PRELOAD`), as the pipelines' own jobs run. Dagster's default,
 ``spawn``, starts a fresh interpreter per step that imports them itself: about 4.5 CPU-s a step in CI
-(docs/results/ci-time.txt), and the ring's tests run hundreds of steps.
+(docs/results/ci-time.txt), and the ring's tests alone run over a hundred steps.
 
 A forked step has its forkserver's environment, not its caller's, so a run goes through
 :func:`forkserver_with_this_environment` first: a forkserver started under another environment is stopped

@@ -91,11 +91,11 @@ def test_the_private_names_the_suites_forkserver_restart_uses_are_there():
 
     server = forkserver._forkserver
     assert isinstance(server, forkserver.ForkServer) and callable(server._stop) and callable(server.ensure_running)
-    assert hasattr(server, "_forkserver_pid") and hasattr(server, "_preload_modules")
+    assert hasattr(server, "_forkserver_pid")
 
 
 ENV_RUNS = """
-import os, sys
+import os
 from dagster import DagsterInstance, execute_job, reconstructable
 from tests.forkserver_steps import forkserver_with_this_environment, stop_forkserver
 import multiprocessing.forkserver as fs
