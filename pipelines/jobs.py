@@ -69,6 +69,15 @@ PRELOAD = ["asgard.pipelines.jobs", "asgard.pipelines.data", "numpy", "av", "PIL
            "asgard.pipelines.forkserver_preload"]
 
 
+def multiprocess_executor_for(start_method: str = "forkserver", max_concurrent: int = 2) -> dg.ExecutorDefinition:
+    """Dagster's multiprocess executor starting each step's process by ``start_method``: ``"forkserver"``
+    forks it from a server that preloaded :data:`PRELOAD`, ``"spawn"`` starts a fresh interpreter."""
+    start_cfg = {"preload_modules": PRELOAD} if start_method == "forkserver" else {}
+    return dg.multiprocess_executor.configured(
+        {"max_concurrent": max_concurrent, "start_method": {start_method: start_cfg}},
+        name=f"multiprocess_{start_method}_{max_concurrent}")
+
+
 def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str = "forkserver",
              network: str = "loopback") -> dg.JobDefinition:
     """The job of ``app`` with ``io_manager`` bound to ``backend`` and the multiprocess executor.
@@ -90,10 +99,7 @@ def make_job(app: str, backend: str, max_concurrent: int = 2, start_method: str 
     if network == HOSTS_NETWORK:  # the emulated hosts' celery workers take the steps
         executor = celery_executor()
     else:
-        start_cfg = {"preload_modules": PRELOAD} if start_method == "forkserver" else {}
-        executor = dg.multiprocess_executor.configured(
-            {"max_concurrent": max_concurrent, "start_method": {start_method: start_cfg}},
-            name=f"multiprocess_{start_method}_{max_concurrent}")
+        executor = multiprocess_executor_for(start_method, max_concurrent)
     return APPS[app].to_job(
         name=f"{app}__{backend}",
         resource_defs={"io_manager": io_manager_for(backend, network)},

@@ -14,15 +14,12 @@ import os
 import sys
 import threading
 
-from dagster import multiprocess_executor
+from asgard.pipelines.jobs import PRELOAD, multiprocess_executor_for
 
-from asgard.pipelines.jobs import PRELOAD
-
-#: what the executor preloads (it puts Dagster's executor module first when a list lacks it)
+#: the pipelines' jobs' executor: the same forkserver serves both kinds of runs
+FORKSERVER_EXECUTOR = multiprocess_executor_for("forkserver", max_concurrent=2)
+#: what that executor's forkserver preloads (Dagster puts its executor module first when a list lacks it)
 PRELOAD_MODULES = ["dagster._core.executor.multiprocess", *PRELOAD]
-FORKSERVER_EXECUTOR = multiprocess_executor.configured(
-    {"max_concurrent": 2, "start_method": {"forkserver": {"preload_modules": PRELOAD_MODULES}}},
-    name="multiprocess_forkserver_2")
 
 #: what each forkserver this process started saw (environment, working directory, sys.path), by its pid
 _STARTED_UNDER: dict[int, tuple] = {}
