@@ -40,7 +40,8 @@ def _print_status(rows: list[dict], as_json: bool) -> None:
     for row in rows:
         state = "ready" if row.get("ready") else ("running" if row.get("running") else "stopped")
         extra = f" overrides={row['overrides']}" if row.get("overrides") else ""
-        click.echo(f"{row['name']:<14} {state:<8} {row.get('endpoint', ''):<18} pid={row.get('pid')} log={row['log']}{extra}")
+        where = f"pid={row.get('pid')} log={row['log']}" if "link_mbit" not in row else row["log"]
+        click.echo(f"{row['name']:<14} {state:<8} {row.get('endpoint', ''):<18} {where}{extra}")
         for line in _placement_lines(row):
             click.echo(f"{'':<14} {line}")
 
@@ -453,10 +454,14 @@ def _deployment(**kwargs):
 @click.option("--worker-concurrency", type=int, default=None, help="Steps each worker runs at once (default 1).")
 @click.option("--airflow-dags", type=click.Path(exists=True, file_okay=False), default=None,
               help="The Airflow workers' DAGs folder (default: as before, or the project's pipelines/airflow_dags).")
-def hosts_up(count, heap, code_paths, worker_concurrency, airflow_dags):
+@click.option("--link-mbit", type=click.IntRange(0), default=None,
+              help="Each host's link, Mbit/s each way (tc HTB on its veth pair; 750: an EC2 i3.large's sustained "
+                   "bandwidth; 0: unshaped; default: as before, or unshaped). Traffic within a host is not shaped.")
+def hosts_up(count, heap, code_paths, worker_concurrency, airflow_dags, link_mbit):
     """Bring up the whole deployment; what already runs is kept. Idempotent."""
     deployment = _deployment(count=count, heap=heap, code_paths=list(code_paths) or None,
-                             worker_concurrency=worker_concurrency, airflow_dags=airflow_dags).up()
+                             worker_concurrency=worker_concurrency, airflow_dags=airflow_dags,
+                             link_mbit=link_mbit).up()
     for name, seconds in deployment.seconds.items():
         click.echo(f"{name} ready in {seconds:.1f}s")
     _print_status(deployment.status(), False)

@@ -274,9 +274,13 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
               help="dagster: the multiprocess (hosts3: celery) executor, the peer dagster-aws's S3PickleIOManager; "
                    "airflow: `airflow dags test` runs (on hosts3 --use-executor, the hosts' Airflow workers), the peer "
                    "common-io's XComObjectStorageBackend.")
+@click.option("--host-link-mbit", type=click.IntRange(1), default=None,
+              help="hosts3: each host's link, Mbit/s each way (750: an EC2 i3.large's sustained bandwidth, the "
+                   "instance the ring is charged as; default: unshaped, the bridge at memory speed).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {settings: {loopback|cloud|hosts3: {variants, noise_pct, store_share_pct, failed_runs}}}.")
-def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, engine, as_json):
+def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, engine, host_link_mbit,
+              as_json):
     """A data-heavy day of pipelines, N at once, four ways interleaved: the stock S3 peer, Cassandra at
     its defaults, the best single static configuration and the loop per edge; E2E and Perf/$."""
     from .day import DEFAULT_MIX, DayConfig, parse_mix, run_day, summary_json, table
@@ -284,7 +288,8 @@ def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, pric
     try:
         cfg = DayConfig(settings=[s.strip() for s in settings.split(",") if s.strip()],
                         mix=parse_mix(mix or DEFAULT_MIX), concurrent=concurrent, rounds=rounds,
-                        search_probes=search_probes, prices=prices, out=out, model_path=model_path, engine=engine)
+                        search_probes=search_probes, prices=prices, out=out, model_path=model_path, engine=engine,
+                        host_link_mbit=host_link_mbit)
         cfg.check()
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None

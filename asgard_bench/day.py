@@ -210,7 +210,7 @@ def edge_costs(days: list[dict]) -> dict[str, dict[str, dict]]:
 def run_setting(cfg: DayConfig, network: str, prices, say: Callable[[str], None]) -> dict[str, Any]:
     """The day's four variants in one setting, interleaved; its summary (and every day's record)."""
     if network == HOSTS_NETWORK:
-        hosts = HostsForDay(say)
+        hosts = HostsForDay(say, link_mbit=cfg.host_link_mbit)
         try:
             return _run_setting(cfg, network, prices, say, hosts.up())
         finally:
@@ -403,7 +403,7 @@ def run_day(cfg: DayConfig, on_event: Callable[[str], None] | None = None) -> di
                                               _run_setting_airflow(cfg, name, prices, say))}
     out = Path(cfg.out) if cfg.out else Path("reports/bench-day") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
-    result = {"engine": cfg.engine, "settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,
+    result = {"engine": cfg.engine, "host_link_mbit": cfg.host_link_mbit, "settings": settings, "mix": [{"app": a, **s} for a, s in cfg.mix], "concurrent": cfg.concurrent,
               "rounds": cfg.rounds, "prices": prices.raw.get("function", {}).get("source"),
               "pricing": "function GB-s (AWS Lambda) + the Cassandra instance (EC2 i3.large) for the day's E2E, "
                          "shared by its concurrent runs; S3 by its requests (prices.yaml, AWS list prices Nov 2022)",

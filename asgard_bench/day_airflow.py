@@ -306,7 +306,7 @@ def run_setting_airflow(cfg: DayConfig, network: str, prices, say: Callable[[str
     if network == "hosts3":
         from asgard.resources.workers.deployment import DEFAULT_AIRFLOW_DAGS
 
-        hosts = HostsForDay(say, airflow_dags=DEFAULT_AIRFLOW_DAGS)
+        hosts = HostsForDay(say, airflow_dags=DEFAULT_AIRFLOW_DAGS, link_mbit=cfg.host_link_mbit)
         try:
             description = hosts.up()
             return _run_setting(cfg, network, say, description, lambda tmp: AirflowHostsDay(cfg, prices, say))

@@ -78,6 +78,7 @@ class DayConfig:
     out: str | None = None
     model_path: str | None = None
     engine: str = "dagster"  # or "airflow": the mix as DAG runs (asgard_bench.day_airflow)
+    host_link_mbit: int | None = None  # hosts3: each host's link, Mbit/s each way (None: unshaped)
 
     def check(self) -> None:
         unknown = [s for s in self.settings if s not in SETTINGS]
@@ -87,6 +88,8 @@ class DayConfig:
             raise ValueError(f"unknown engine {self.engine!r}; choose from {list(ENGINES)}")
         if self.rounds < 1 or self.concurrent < 1 or self.max_concurrent < 1 or self.search_probes < 1:
             raise ValueError("rounds, concurrent, max_concurrent and search_probes must be at least 1")
+        if self.host_link_mbit is not None and self.host_link_mbit < 1:
+            raise ValueError(f"host_link_mbit {self.host_link_mbit}: at least 1 Mbit/s, or None for the unshaped bridge")
 
 
 def variant_order(i: int) -> list[str]:
@@ -178,9 +181,10 @@ class HostsForDay:
     """The 3 emulated hosts for a day: brought up unless they run (and then down after the day),
     their client environment (the ring's login, the broker, the MinIO) set in this process meanwhile."""
 
-    def __init__(self, say: Callable[[str], None], airflow_dags: Path | None = None):
-        self.say, self.started, self.airflow_dags = say, False, airflow_dags
+    def __init__(self, say: Callable[[str], None], airflow_dags: Path | None = None, link_mbit: int | None = None):
+        self.say, self.started, self.airflow_dags, self.link_mbit = say, False, airflow_dags, link_mbit
         self.environment = contextlib.ExitStack()
+        self.links_before: dict | None = None
 
     def up(self) -> str:
         from asgard.resources.paths import REPO_ROOT
@@ -196,15 +200,25 @@ class HostsForDay:
             self.started = True
             deployment.up()
         self.environment.enter_context(deployment.client_environment_set())
+        # the day's links (hosts that ran before get theirs back at the end)
+        self.links_before = deployment.hosts.link_rates()
+        deployment.hosts.shape_links(self.link_mbit)
+        link = (f"each host's link {self.link_mbit} Mbit/s each way (tc HTB)" if self.link_mbit else
+                "the hosts' links unshaped (the bridge: memory speed)")
         return (f"{deployment.count} emulated hosts (network namespaces on one bridge), a ring member, a "
                 f"dagster-celery and an Airflow celery worker ({deployment.worker_concurrency} at a time) on each; the ring at "
-                "RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge")
+                f"RF 3 LOCAL_QUORUM over TLS; the peer's MinIO on the bridge; {link}")
 
     def down(self) -> None:
         import gc
 
         gc.collect()  # the runs' celery results let go while their broker still answers
         self.environment.close()
+        if not self.started and self.links_before is not None:
+            from asgard.resources.workers.deployment import EmulatedDeployment
+
+            before = set(self.links_before.values())
+            EmulatedDeployment().hosts.shape_links(before.pop() if len(before) == 1 else None)
         if self.started:
             from asgard.resources.workers.deployment import EmulatedDeployment
 

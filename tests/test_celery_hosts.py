@@ -220,6 +220,69 @@ def test_one_runs_steps_execute_on_the_hosts_and_read_each_others_outputs(deploy
         store.get(ObjectKey(f"run/{run_id}", path))
 
 
+_TRANSFER = """
+import socket, sys, time
+role, address, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if role == "serve":
+    server = socket.create_server((address, 5999))
+    print("listening", flush=True)
+    conn, _ = server.accept()
+    got, t0 = 0, None
+    while chunk := conn.recv(1 << 20):
+        t0 = t0 or time.perf_counter()
+        got += len(chunk)
+    print(got, time.perf_counter() - t0, flush=True)
+else:
+    conn = socket.create_connection((address, 5999))
+    block = bytes(1 << 20)
+    for _ in range(size >> 20):
+        conn.sendall(block)
+    conn.close()
+"""
+
+
+def _mbit_between(sender, receiver, size: int = 32 << 20) -> float:
+    """A TCP stream of ``size`` bytes from a process on ``sender`` to one on ``receiver``: Mbit/s received."""
+    serve = subprocess.Popen([*receiver.exec_prefix(), sys.executable, "-c", _TRANSFER, "serve", receiver.address,
+                              str(size)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert serve.stdout.readline().strip() == "listening"
+        subprocess.run([*sender.exec_prefix(), sys.executable, "-c", _TRANSFER, "send", receiver.address, str(size)],
+                       check=True, timeout=120)
+        got, seconds = serve.stdout.readline().split()
+        assert int(got) == size
+        return int(got) * 8 / float(seconds) / 1e6
+    finally:
+        serve.kill()
+        serve.wait()
+
+
+def test_hosts_up_with_a_link_rate_shapes_the_links_between_hosts_and_nothing_else(deployment, dagster_instance):
+    """``asgard hosts up --link-mbit`` on the running deployment: each host's link capped both ways (tc
+    HTB on its veth pair), traffic within a host not, the servers kept as they ran; a run across the
+    shaped hosts still succeeds; ``--link-mbit 0`` takes the cap off."""
+    import json
+
+    h1, h2 = deployment.hosts.hosts[:2]
+    pids = {w.name: w.pid() for w in deployment.workers()}
+    try:
+        _asgard("hosts", "up", "--link-mbit", "200")
+        links = {r["name"]: r for r in json.loads(_asgard("hosts", "status", "--json")) if "link_mbit" in r}
+        assert {name: r["link_mbit"] for name, r in links.items()} == {"link-h1": 200, "link-h2": 200, "link-h3": 200}
+        assert {w.name: w.pid() for w in deployment.workers()} == pids  # only the links changed
+        across, back, within = _mbit_between(h2, h1), _mbit_between(h1, h2), _mbit_between(h1, h1)
+        print(f"\nat 200 Mbit/s: h2->h1 {across:.0f}, h1->h2 {back:.0f}, within h1 {within:.0f} Mbit/s")
+        assert across <= 200 * 1.1 and back <= 200 * 1.1, (across, back)  # HTB lets a burst of a few KiB by
+        assert within > 2 * 200, within
+        _run(dagster_instance)  # its steps on three hosts, through the shaped links
+    finally:
+        _asgard("hosts", "up", "--link-mbit", "0")
+    rates = deployment.hosts.link_rates()
+    assert rates == {h.name: None for h in deployment.hosts.hosts}, rates
+    unshaped = _mbit_between(h2, h1)
+    assert unshaped > 2 * 200, unshaped
+
+
 def test_a_step_reading_its_producer_alone_follows_it_to_its_host_and_reads_its_copy(deployment, dagster_instance):
     """The hosts' executor (asgard_dagster.step_routing): the ETL's partitions spread over the hosts
     from the shared queue; each partition's join follows its filter, and its aggregate its join, to

@@ -25,15 +25,29 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import cache_dir, run_dir
-from .namespace import _ip, _run, links, namespaces, netns_exec_prefix
+from .namespace import _ip, _run, _tc, links, namespaces, netns_exec_prefix, shape_link
 
 BRIDGE = "asgbr0"
 SUBNET = "10.213.0"
 HOST_PREFIX = "asgard-h"
+#: an EC2 i3.large's sustained bandwidth, the instance the day's Perf/$ charges for the ring (Amazon EC2
+#: Instance Types guide, storage optimized, network specifications: baseline 0.75 Gbps, burst 10 Gbps;
+#: "burst bandwidth for a limited time, typically from 5 to 60 minutes", EC2 instance network bandwidth)
+I3_LARGE_BASELINE_MBIT = 750
+
+
+class HostLinkError(ValueError):
+    """A host link rate that cannot be set (``rate_mbit`` is what was given)."""
+
+    def __init__(self, rate_mbit):
+        self.rate_mbit = rate_mbit
+        super().__init__(f"host link rate {rate_mbit!r}: give a whole number of Mbit/s of at least 1 (an i3.large "
+                         f"sustains {I3_LARGE_BASELINE_MBIT}), or 0 / None for the unshaped bridge")
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,11 @@ class EmulatedHost:
     def sysfs_nodes(self) -> Path:
         """This host's ``/sys/devices/system/node``."""
         return self.root / "sys" / "devices" / "system" / "node"
+
+    @property
+    def link_ends(self) -> tuple[str, str]:
+        """The veth pair's ends: the bridge's port (this machine's side) and the host's own."""
+        return f"asgvh{self.number}", f"asgvn{self.number}"
 
     def environment(self) -> dict[str, str]:
         """What a process of the project on this host runs with (beside this machine's environment)."""
@@ -115,7 +134,7 @@ class EmulatedHosts:
 
     def _host_up(self, host: EmulatedHost) -> None:
         ip = _ip()
-        outside, inside_if = f"asgvh{host.number}", f"asgvn{host.number}"
+        outside, inside_if = host.link_ends
         _run(ip, "netns", "add", host.netns)
         _run(ip, "link", "add", outside, "type", "veth", "peer", "name", inside_if)
         _run(ip, "link", "set", inside_if, "netns", host.netns)
@@ -126,6 +145,30 @@ class EmulatedHosts:
             _run(*inside, ip, "addr", "add", f"{address}/24", "dev", inside_if)
         _run(*inside, ip, "link", "set", inside_if, "up")
         _run(*inside, ip, "link", "set", "lo", "up")  # JMX binds to the host's own loopback
+
+    def shape_links(self, rate_mbit: int | None) -> None:
+        """Each host's link capped at ``rate_mbit`` each way (an HTB class on both ends of its veth pair:
+        what leaves the host and what reaches it), or unshaped with ``None`` or 0. Traffic within a host
+        (a worker and its host's ring member) never crosses it. Replaces what was set; the hosts must be up."""
+        if rate_mbit is not None and (isinstance(rate_mbit, bool) or not isinstance(rate_mbit, int) or rate_mbit < 0):
+            raise HostLinkError(rate_mbit)
+        for host in self.hosts:
+            for prefix, dev in zip(([], host.exec_prefix()), host.link_ends):
+                shape_link(prefix, dev, rate_mbit)
+
+    def link_rates(self) -> dict[str, int | None]:
+        """``{host name: Mbit/s each way}`` as tc has it on both ends (``None``: unshaped); a host whose
+        two ends differ raises, since only :meth:`shape_links` sets them."""
+        tc, rates = _tc(), {}
+        for host in self.hosts:
+            found = set()
+            for prefix, dev in zip(([], host.exec_prefix()), host.link_ends):
+                shown = _run(*prefix, tc, "class", "show", "dev", dev, check=False)
+                found.add(_mbit(shown))
+            if len(found) != 1:
+                raise HostLinkError(f"{host.name}'s two link ends differ: {sorted(found, key=str)}")
+            rates[host.name] = found.pop()
+        return rates
 
     @staticmethod
     def _link_software(host: EmulatedHost) -> None:
@@ -152,7 +195,16 @@ class EmulatedHosts:
         for host in self.hosts:
             if host.netns in namespaces():
                 _run(ip, "netns", "delete", host.netns)
-            if f"asgvh{host.number}" in links():
-                _run(ip, "link", "delete", f"asgvh{host.number}", check=False)
+            if host.link_ends[0] in links():
+                _run(ip, "link", "delete", host.link_ends[0], check=False)
         if BRIDGE in links():
             _run(ip, "link", "delete", BRIDGE, check=False)
+
+
+def _mbit(tc_class_show: str) -> int | None:
+    """The HTB rate of ``tc class show`` in Mbit/s (tc prints 750Mbit, 10Gbit, 200Kbit), ``None`` for none."""
+    match = re.search(r"\brate (\d+(?:\.\d+)?)([KMG]?)bit", tc_class_show)
+    if not match:
+        return None
+    scale = {"K": 1e-3, "": 1e-6, "M": 1.0, "G": 1e3}[match.group(2)]
+    return int(round(float(match.group(1)) * scale))

@@ -42,6 +42,18 @@ def _run(*argv: str, check: bool = True) -> str:
     return proc.stdout
 
 
+def shape_link(prefix: list[str], dev: str, rate_mbit: float | None) -> None:
+    """``dev``'s egress capped at ``rate_mbit`` (a tc HTB class), replacing what was set; unshaped with
+    ``None`` or 0. ``prefix``: the namespace's ``ip netns exec`` (``[]`` for this machine's)."""
+    tc = _tc()
+    _run(*prefix, tc, "qdisc", "del", "dev", dev, "root", check=False)  # none set is fine
+    if rate_mbit:
+        rate = f"{int(rate_mbit)}mbit"
+        _run(*prefix, tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+        _run(*prefix, tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+             "rate", rate, "ceil", rate)
+
+
 class NetNamespace:
     """The namespace of slot ``slot`` (1..250)."""
 
@@ -72,18 +84,11 @@ class NetNamespace:
             _run(*inside, ip, "link", "set", self.ns_if, "up")
             _run(*inside, ip, "link", "set", "lo", "up")  # JMX and the like bind to its loopback
             if rate_mbit:
-                self._shape([], self.host_if, rate_mbit)
-                self._shape(inside, self.ns_if, rate_mbit)
+                shape_link([], self.host_if, rate_mbit)
+                shape_link(inside, self.ns_if, rate_mbit)
         except BaseException:
             self.delete()
             raise
-
-    @staticmethod
-    def _shape(prefix: list[str], dev: str, rate_mbit: float) -> None:
-        tc, rate = _tc(), f"{int(rate_mbit)}mbit"
-        _run(*prefix, tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
-        _run(*prefix, tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-             "rate", rate, "ceil", rate)
 
     def delete(self) -> None:
         """Remove the namespace (with its veth pair and qdiscs); nothing if it is absent."""

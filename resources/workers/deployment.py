@@ -65,10 +65,12 @@ class EmulatedDeployment:
         heap: each ring member's heap.
         code_paths: directories the workers import the user's code from.
         worker_concurrency: steps each worker runs at once.
+        link_mbit: each host's link, Mbit/s each way (``None``: as before, or the unshaped bridge; 0: unshaped).
     """
 
     def __init__(self, count: int | None = None, heap: str | None = None, code_paths: list[str | Path] | None = None,
-                 worker_concurrency: int | None = None, airflow_dags: str | Path | None = None):
+                 worker_concurrency: int | None = None, airflow_dags: str | Path | None = None,
+                 link_mbit: int | None = None):
         saved = self._saved()
         self.count = count or saved.get("count", 3)
         self.heap = heap or saved.get("heap", "768M")
@@ -76,6 +78,7 @@ class EmulatedDeployment:
                                                              else saved.get("code_paths", []))]
         self.worker_concurrency = worker_concurrency or saved.get("worker_concurrency", 1)
         self.airflow_dags = str(Path(airflow_dags or saved.get("airflow_dags") or DEFAULT_AIRFLOW_DAGS).resolve())
+        self.link_mbit = (link_mbit if link_mbit is not None else saved.get("link_mbit")) or None
         from ..network.hosts import EmulatedHosts
 
         self.hosts = EmulatedHosts(self.count, numa_nodes=2, addresses_per_host=1)
@@ -271,9 +274,11 @@ class EmulatedDeployment:
         write_private(self._state_file(), json.dumps({"count": self.count, "heap": self.heap,
                                                       "code_paths": self.code_paths,
                                                       "worker_concurrency": self.worker_concurrency,
-                                                      "airflow_dags": self.airflow_dags}))
+                                                      "airflow_dags": self.airflow_dags,
+                                                      "link_mbit": self.link_mbit}))
         if not self.hosts_up():
             self._fresh_hosts()
+        self.hosts.shape_links(self.link_mbit)  # running hosts too: `up --link-mbit` changes only the links
         ring = self.ring()
         if not all(m.is_running() for m in ring.members):
             self.seconds.update(ring.start())
@@ -341,6 +346,10 @@ class EmulatedDeployment:
                 rows += [m.status() for m in self.ring().members]
             except NumaPlanError:
                 pass
+            for host, rate in zip(self.hosts.hosts, self.hosts.link_rates().values()):
+                rows.append({"name": f"link-h{host.number}", "running": True, "ready": True, "link_mbit": rate,
+                             "endpoint": f"{rate} Mbit/s" if rate else "unshaped", "pid": None,
+                             "log": f"tc class show dev {host.link_ends[0]}"})
         rows += [a.status() for a in self.agents()]
         rows.append(self.broker().status())
         rows.append(self.object_store().status())
