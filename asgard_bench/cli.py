@@ -24,6 +24,7 @@ import click
 
 from .apps_cli import apps
 from .chunks import DATA_KINDS  # the --data choices (a module of the standard library's imports only)
+from asgard.resources.network.hosts import I3_LARGE_BASELINE_MBIT  # the --host-link-mbit default (standard library imports)
 
 # --------------------------------------------------------------------------
 @click.group()
@@ -274,9 +275,9 @@ def bench_dynamic(apps, burst, rounds, static_app, small, model_path, prices, ou
               help="dagster: the multiprocess (hosts3: celery) executor, the peer dagster-aws's S3PickleIOManager; "
                    "airflow: `airflow dags test` runs (on hosts3 --use-executor, the hosts' Airflow workers), the peer "
                    "common-io's XComObjectStorageBackend.")
-@click.option("--host-link-mbit", type=click.IntRange(1), default=None,
-              help="hosts3: each host's link, Mbit/s each way (750: an EC2 i3.large's sustained bandwidth, the "
-                   "instance the ring is charged as; default: unshaped, the bridge at memory speed).")
+@click.option("--host-link-mbit", type=click.IntRange(0), default=I3_LARGE_BASELINE_MBIT, show_default=True,
+              help="hosts3: each host's link, Mbit/s each way (the default: an EC2 i3.large's sustained bandwidth, "
+                   "the instance the ring is charged as); 0: unshaped, the bridge at memory speed.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {settings: {loopback|cloud|hosts3: {variants, noise_pct, store_share_pct, failed_runs}}}.")
 def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, prices, out, engine, host_link_mbit,
@@ -289,7 +290,7 @@ def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, pric
         cfg = DayConfig(settings=[s.strip() for s in settings.split(",") if s.strip()],
                         mix=parse_mix(mix or DEFAULT_MIX), concurrent=concurrent, rounds=rounds,
                         search_probes=search_probes, prices=prices, out=out, model_path=model_path, engine=engine,
-                        host_link_mbit=host_link_mbit)
+                        host_link_mbit=host_link_mbit or None)
         cfg.check()
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None

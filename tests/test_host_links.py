@@ -28,8 +28,20 @@ def test_the_rate_tc_shows_is_read_in_mbit():
 
 @pytest.mark.parametrize("args, message", [
     (["hosts", "up", "--link-mbit", "-5"], "--link-mbit"),
-    (["bench", "day", "--settings", "hosts3", "--host-link-mbit", "0"], "--host-link-mbit"),
+    (["bench", "day", "--settings", "hosts3", "--host-link-mbit", "-1"], "--host-link-mbit"),
 ])
 def test_the_commands_refuse_a_link_rate_out_of_range(args, message):
     out = subprocess.run([sys.executable, "-m", "asgard.cli", *args], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_bench_day_runs_hosts3_under_an_i3_large_link_unless_told_otherwise():
+    from click.testing import CliRunner
+
+    from asgard_bench.cli import bench
+    from asgard.resources.network.hosts import I3_LARGE_BASELINE_MBIT
+
+    opt = next(p for p in bench.commands["day"].params if p.name == "host_link_mbit")
+    assert opt.default == I3_LARGE_BASELINE_MBIT == 750
+    help_text = " ".join(CliRunner().invoke(bench, ["day", "--help"]).output.split())
+    assert "0: unshaped" in help_text and "[default: 750; x>=0]" in help_text
