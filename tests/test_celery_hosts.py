@@ -103,6 +103,14 @@ def test_each_host_runs_its_ring_member_and_its_worker(deployment):
         airflow_worker = by_name[f"airflow-worker-{host.name}"]
         assert airflow_worker["ready"] and airflow_worker["netns"] == host.netns
         assert airflow_worker["queues"] == [host.name, "default"]
+    # each worker, asked through the broker, reads its host's queue first and keeps that order
+    # (QUEUE_ORDER_STRATEGY; what kombu does with it: tests/test_celery_queue_order.py)
+    for worker in [*deployment.workers(), *deployment.airflow_workers()]:
+        inspect = worker.client().control.inspect(destination=[worker.node_name], timeout=10)
+        conf = (inspect.conf(with_defaults=False) or {}).get(worker.node_name) or {}
+        assert conf.get("broker_transport_options", {}).get("queue_order_strategy") == "priority", (worker.name, conf)
+        active = (inspect.active_queues() or {}).get(worker.node_name) or []
+        assert [q["name"] for q in active] == worker.queues, (worker.name, active)
     assert by_name["airflow-api-server"]["ready"]
     assert by_name["airflow-api-server"]["endpoint"] == f"http://{deployment.hosts.bridge_address}:8080"
     assert by_name["broker"]["ready"] and by_name["broker"]["endpoint"].startswith(f"redis://{deployment.hosts.bridge_address}:")

@@ -7,6 +7,11 @@ from pathlib import Path
 
 from ..process import ManagedServer
 
+#: kombu's Redis transport reads a worker's queues in the order given (its host's, then the shared one)
+#: rather than rotating them: a task routed to a host otherwise waited behind a shared-queue task there
+#: while another host idled (docs/results/issue37-bench-day-airflow.txt, section 9)
+QUEUE_ORDER_STRATEGY = "priority"
+
 
 class CeleryWorker(ManagedServer):
     """The celery worker of host ``host``: its queue is the host's name, besides ``shared_queue``.

@@ -36,7 +36,7 @@ from pathlib import Path
 from ..network.namespace import current_netns
 from ..paths import run_dir, write_private
 from ..process import ServerError
-from .celery_worker import CeleryWorker
+from .celery_worker import QUEUE_ORDER_STRATEGY, CeleryWorker
 
 #: the queue every worker takes besides its host's: dagster-celery's default for an untagged step
 SHARED_QUEUE = "dagster"
@@ -100,6 +100,9 @@ class DagsterCeleryWorker(CeleryWorker):
             "broker_connection_retry_on_startup = True\n",
             # a worker that loses Redis for a moment reconnects instead of exiting
             "broker_connection_max_retries = None\n",
+            # dagster-celery's own transport options, and the host's queue read first
+            "from dagster_celery.defaults import broker_transport_options\n",
+            f"broker_transport_options = {{**broker_transport_options, 'queue_order_strategy': {QUEUE_ORDER_STRATEGY!r}}}\n",
         ]))
 
     def command(self) -> list[str]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from ..paths import run_dir, write_private
 from ..process import ServerError, start_all, stop_all
 from .airflow_worker import AirflowApiServer, AirflowCeleryWorker
+from .celery_worker import QUEUE_ORDER_STRATEGY
 from .dagster_worker import DagsterCeleryWorker
 
 BROKER_PORT = 6390  # not the loopback Redis's 6380: both run at once in the test suite
@@ -182,6 +183,7 @@ class EmulatedDeployment:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.state_dir() / 'airflow' / 'airflow.db'}",
             "AIRFLOW__CELERY__BROKER_URL": self._redis_url(AIRFLOW_BROKER_DB),
             "AIRFLOW__CELERY__RESULT_BACKEND": self._redis_url(AIRFLOW_BACKEND_DB),
+            "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__QUEUE_ORDER_STRATEGY": QUEUE_ORDER_STRATEGY,
             # the API server checks the tokens the executor signs, and signs its log requests to workers
             "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("airflow-jwt.secret"),
             "AIRFLOW__API__SECRET_KEY": self._secret("airflow-api.secret"),
