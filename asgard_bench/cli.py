@@ -290,7 +290,7 @@ def bench_day(settings, mix, concurrent, rounds, search_probes, model_path, pric
         cfg = DayConfig(settings=[s.strip() for s in settings.split(",") if s.strip()],
                         mix=parse_mix(mix or DEFAULT_MIX), concurrent=concurrent, rounds=rounds,
                         search_probes=search_probes, prices=prices, out=out, model_path=model_path, engine=engine,
-                        host_link_mbit=host_link_mbit or None)
+                        host_link_mbit=host_link_mbit)
         cfg.check()
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from asgard.resources.network.hosts import link_rate  # standard library imports only
+
 SETTINGS = ("loopback", "cloud", "hosts3")
 RUNNABLE_SETTINGS = ("loopback", "cloud")
 VARIANTS = ("peer", "default", "best_static", "loop")
@@ -78,7 +80,7 @@ class DayConfig:
     out: str | None = None
     model_path: str | None = None
     engine: str = "dagster"  # or "airflow": the mix as DAG runs (asgard_bench.day_airflow)
-    host_link_mbit: int | None = None  # hosts3: each host's link, Mbit/s each way (None: unshaped)
+    host_link_mbit: int | None = None  # hosts3: each host's link, Mbit/s each way (None or 0: unshaped)
 
     def check(self) -> None:
         unknown = [s for s in self.settings if s not in SETTINGS]
@@ -88,8 +90,7 @@ class DayConfig:
             raise ValueError(f"unknown engine {self.engine!r}; choose from {list(ENGINES)}")
         if self.rounds < 1 or self.concurrent < 1 or self.max_concurrent < 1 or self.search_probes < 1:
             raise ValueError("rounds, concurrent, max_concurrent and search_probes must be at least 1")
-        if self.host_link_mbit is not None and self.host_link_mbit < 1:
-            raise ValueError(f"host_link_mbit {self.host_link_mbit}: at least 1 Mbit/s, or None for the unshaped bridge")
+        self.host_link_mbit = link_rate(self.host_link_mbit)  # HostLinkError (a ValueError); 0 is unshaped
 
 
 def variant_order(i: int) -> list[str]:

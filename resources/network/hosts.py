@@ -50,6 +50,14 @@ class HostLinkError(ValueError):
                          f"sustains {I3_LARGE_BASELINE_MBIT}), or 0 / None for the unshaped bridge")
 
 
+def link_rate(rate_mbit) -> int | None:
+    """``rate_mbit`` as a host link takes it: a whole number of Mbit/s, ``None`` for unshaped (0 too);
+    anything else raises :class:`HostLinkError`."""
+    if rate_mbit is not None and (isinstance(rate_mbit, bool) or not isinstance(rate_mbit, int) or rate_mbit < 0):
+        raise HostLinkError(rate_mbit)
+    return rate_mbit or None
+
+
 @dataclass(frozen=True)
 class EmulatedHost:
     number: int
@@ -150,8 +158,7 @@ class EmulatedHosts:
         """Each host's link capped at ``rate_mbit`` each way (an HTB class on both ends of its veth pair:
         what leaves the host and what reaches it), or unshaped with ``None`` or 0. Traffic within a host
         (a worker and its host's ring member) never crosses it. Replaces what was set; the hosts must be up."""
-        if rate_mbit is not None and (isinstance(rate_mbit, bool) or not isinstance(rate_mbit, int) or rate_mbit < 0):
-            raise HostLinkError(rate_mbit)
+        rate_mbit = link_rate(rate_mbit)
         for host in self.hosts:
             for prefix, dev in zip(([], host.exec_prefix()), host.link_ends):
                 shape_link(prefix, dev, rate_mbit)
